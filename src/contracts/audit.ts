@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { EnvelopeId, Outcome, RiskTier } from './common.js';
+
+export const Phase = z.enum(['validate', 'pre_check', 'post_check', 'decision']);
+export type Phase = z.infer<typeof Phase>;
+
+/** The header fields that the hash chain covers in canonical form. */
+export const RowHeader = z.object({
+  seq: z.number().int().positive(),
+  envelope_id: EnvelopeId,
+  phase: Phase,
+  agent_id: z.string(),
+  decision: Outcome,
+  risk_tier: RiskTier,
+  confidence: z.number().nullable(),
+  timestamp: z.string(),
+  parent_envelope_id: z.string().nullable(),
+  policy_version: z.string(),
+  score_version: z.string(),
+});
+export type RowHeader = z.infer<typeof RowHeader>;
+
+export const AuditRow = RowHeader.extend({
+  prev_hash: z.string(),
+  hash: z.string(),
+  commitment: z.string(),
+  encrypted: z.boolean(),
+});
+export type AuditRow = z.infer<typeof AuditRow>;
+
+export const AuditRowWithPayload = AuditRow.extend({
+  payload: z.unknown().nullable(),
+});
+export type AuditRowWithPayload = z.infer<typeof AuditRowWithPayload>;
+
+export const AuditListQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(1000).default(50),
+  agent_id: z.string().max(200).optional(),
+  outcome: Outcome.optional(),
+  since: z.iso.datetime({ offset: true }).optional(),
+  cursor: z.string().max(64).regex(/^[0-9]+$/, 'cursor must be a value returned as next_cursor').optional(),
+});
+export type AuditListQuery = z.infer<typeof AuditListQuery>;
+
+export const AuditListResponse = z.object({
+  items: z.array(AuditRow),
+  next_cursor: z.string().nullable(),
+});
+
+export const AuditIdParams = z.object({ id: EnvelopeId });
+
+export const ChainVerifyResponse = z.object({
+  valid: z.boolean(),
+  rows_checked: z.number().int(),
+  first_invalid_seq: z.number().int().nullable(),
+  head_hash: z.string().nullable(),
+});
+export type ChainVerifyResponse = z.infer<typeof ChainVerifyResponse>;

@@ -1,0 +1,37 @@
+import { z } from 'zod';
+import { AgentId } from './common.js';
+
+export const ArgLimit = z.strictObject({
+  min: z.number().optional(),
+  max: z.number().optional(),
+});
+
+export const ToolDeclaration = z.strictObject({
+  name: z.string().min(1).max(200),
+  scopes: z.array(z.string().min(1)).optional(),
+  max_calls: z.number().int().positive().optional(),
+  limits: z.record(z.string(), ArgLimit).optional(),
+  /** 0-100; how severe an action this tool performs (feeds the risk engine's action_severity). */
+  severity: z.number().min(0).max(100).optional(),
+});
+export type ToolDeclaration = z.infer<typeof ToolDeclaration>;
+
+export const Manifest = z.strictObject({
+  tools: z.array(ToolDeclaration).max(1000),
+  /** 0-100; business impact of this agent's actions (feeds the risk engine). */
+  business_impact: z.number().min(0).max(100).optional(),
+});
+export type Manifest = z.infer<typeof Manifest>;
+
+/** The YAML form in manifests/*.yaml also names its agent. */
+export const ManifestFile = Manifest.extend({ agent_id: AgentId });
+
+export const ManifestResponse = Manifest.extend({ agent_id: AgentId, updated_at: z.string().nullable() });
+
+export const AgentParams = z.object({ agent_id: AgentId });
+
+export const ReliabilityResponse = z.object({
+  agent_id: AgentId,
+  reliability: z.number(),
+  executions: z.number().int(),
+});

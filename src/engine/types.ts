@@ -1,0 +1,70 @@
+import type { Failure, Validation, Risk, Decision } from '../contracts/runtime.js';
+import type { Manifest } from '../contracts/manifest.js';
+import type { ScoringConfig } from './scoring-config.js';
+import type { PolicySet } from '../policy/policy-set.js';
+import type { GoldenSet } from '../policy/golden.js';
+
+export type EnginePhase = 'validate' | 'pre_check' | 'post_check';
+
+export interface ToolCall {
+  name: string;
+  scope?: string;
+  args: Record<string, unknown>;
+}
+
+export interface ToolResult {
+  name: string;
+  output?: unknown;
+  error?: string | null;
+}
+
+/** Everything the engine looks at, already normalised by the caller (routes or proxy adapters). */
+export interface EngineInput {
+  phase: EnginePhase;
+  agent_id: string;
+  framework: string;
+  user: string;
+  input: string;
+  session_id: string | null;
+  metadata: Record<string, unknown>;
+  model: string | null;
+  tools_called: ToolCall[];
+  tool_results: ToolResult[];
+  /** null at pre-check: there is no output yet. */
+  output: Record<string, unknown> | null;
+  latency_ms?: number;
+  tokens?: number;
+  parent_envelope_id: string | null;
+}
+
+export interface KillSwitchView {
+  active: boolean;
+  reason: string;
+}
+
+/** The world the engine may see, passed in as plain data: no I/O, no clock, no randomness inside. */
+export interface EngineContext {
+  manifest: Manifest | null;
+  policies: PolicySet;
+  golden: GoldenSet;
+  config: ScoringConfig;
+  /** Historical reliability 0-100, or null where the mode has no such signal (the neutral value is used). */
+  reliability: number | null;
+  killSwitch: KillSwitchView;
+  /** Judge score when a judge has run; null otherwise (its weight is redistributed). */
+  judgeScore: number | null;
+}
+
+export interface EngineResult {
+  validation: Validation;
+  risk: Risk;
+  /** review_deadline is null here; the caller fills it from its clock for escalate/request_evidence. */
+  decision: Decision;
+  confidence_rationale: string;
+  governance_disclosure: string;
+}
+
+export interface CheckResult {
+  score: number;
+  failures: Failure[];
+}

@@ -1,0 +1,54 @@
+import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, RowHeader } from '../contracts/audit.js';
+import type { Outcome } from '../contracts/common.js';
+
+/** What a caller hands the ledger: the header minus `seq` (the ledger assigns it) plus the payload. */
+export type AppendEntry = Omit<RowHeader, 'seq'> & { payload: unknown };
+
+export interface AgentStats {
+  /** Governed executions (validate and post_check rows). */
+  executions: number;
+  outcomes: Partial<Record<Outcome, number>>;
+}
+
+export interface ListPage {
+  items: AuditRow[];
+  next_cursor: string | null;
+}
+
+/**
+ * The audit ledger port. Adapters: LMDB (ledger/lmdb.ts) and memory (ledger/memory.ts);
+ * PostgreSQL arrives later behind the same interface.
+ *
+ * append() assigns seq and prev_hash synchronously, in call order, and resolves only once the row is
+ * durably committed, so a caller may acknowledge the envelope when the promise resolves and never before.
+ */
+export interface Ledger {
+  append(entry: AppendEntry): Promise<AuditRow>;
+  get(envelopeId: string): Promise<AuditRowWithPayload | null>;
+  list(query: AuditListQuery): Promise<ListPage>;
+  /** Envelope id of the post_check row whose parent is this pre-check, if one was written. */
+  postCheckOf(preCheckEnvelopeId: string): Promise<string | null>;
+  agentStats(agentId: string): AgentStats;
+  verify(): Promise<ChainVerifyResponse>;
+  head(): { seq: number; hash: string | null };
+  close(): Promise<void>;
+}
+
+/** A small namespaced key-value port for durable state beside the ledger (kill switch, manifests, review queue). */
+export interface KvStore {
+  get<T = unknown>(ns: string, key: string): T | undefined;
+  put(ns: string, key: string, value: unknown): Promise<void>;
+  /** All entries of a namespace in key order. */
+  entries<T = unknown>(ns: string): Array<[string, T]>;
+}
+
+export interface Storage {
+  ledger: Ledger;
+  kv: KvStore;
+  close(): Promise<void>;
+}
+
+export interface StorageOptions {
+  /** 32-byte key; when set payloads are stored AES-256-GCM encrypted. */
+  encryptionKey?: Buffer;
+}
