@@ -78,7 +78,8 @@ export const PreCheckRequest = z.object({
 export type PreCheckRequest = z.infer<typeof PreCheckRequest>;
 
 export const PostCheckRequest = z.object({
-  pre_check_envelope_id: EnvelopeId,
+  /** Any string: an id that names no pre-check is a 404, not a schema error. */
+  pre_check_envelope_id: z.string().min(1).max(100),
   execution: ExecutionInput,
   output: outputObject,
   sdk_version: sdkVersion,

@@ -1,0 +1,56 @@
+import { readFile } from 'node:fs/promises';
+import picomatch from 'picomatch';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+const RateSpec = z.strictObject({ rate: z.number().int().min(0), burst: z.number().int().min(0).default(0) });
+
+export const RateLimitFile = z.strictObject({
+  default: RateSpec.default({ rate: 60, burst: 10 }),
+  window_seconds: z.number().int().positive().default(60),
+  agent_overrides: z.record(z.string(), RateSpec).default({}),
+  /** Requests per window per client IP on /v1/auth/*. */
+  auth_per_ip: z.number().int().positive().default(20),
+});
+export type RateLimitFile = z.infer<typeof RateLimitFile>;
+
+export interface RateLimitRules {
+  windowMs: number;
+  authPerIp: number;
+  /** Requests per window (rate + burst) for an X-Agent-ID bucket; the first matching glob wins. */
+  limitFor(agentBucket: string): number;
+}
+
+export function compileRateLimits(file: RateLimitFile): RateLimitRules {
+  const overrides = Object.entries(file.agent_overrides).map(([glob, spec]) => ({
+    match: picomatch(glob, { dot: true }),
+    limit: spec.rate + spec.burst,
+  }));
+  const fallback = file.default.rate + file.default.burst;
+  const cache = new Map<string, number>();
+  return {
+    windowMs: file.window_seconds * 1000,
+    authPerIp: file.auth_per_ip,
+    limitFor(bucket) {
+      let limit = cache.get(bucket);
+      if (limit === undefined) {
+        limit = overrides.find((o) => o.match(bucket))?.limit ?? fallback;
+        if (cache.size < 10_000) cache.set(bucket, limit);
+      }
+      return limit;
+    },
+  };
+}
+
+/** A missing file means the spec's defaults (60 + 10 per 60 s, 20 per IP on auth routes). */
+export async function loadRateLimits(path: string): Promise<RateLimitRules> {
+  let raw: unknown = {};
+  try {
+    raw = parseYaml(await readFile(path, 'utf8')) ?? {};
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`rate-limit file ${path}: ${(e as Error).message}`);
+  }
+  const r = RateLimitFile.safeParse(raw);
+  if (!r.success) throw new Error(`rate-limit file ${path}: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return compileRateLimits(r.data);
+}

@@ -1,0 +1,163 @@
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+
+export type Mode = 'embedded' | 'gateway';
+
+/** The package root, so shipped policies/ and manifests/ are found wherever `gov` is started from. */
+export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+interface SettingDoc {
+  name: string;
+  modes: Mode[];
+  default: string;
+  help: string;
+}
+
+/** One table drives both parsing and `gov <mode> --help`, so the two cannot drift apart. */
+export const SETTING_DOCS: SettingDoc[] = [
+  { name: 'GOV_ENV', modes: ['embedded', 'gateway'], default: 'development', help: 'environment name; production disables /docs and /openapi.json and requires auth' },
+  { name: 'GOV_HOST', modes: ['embedded', 'gateway'], default: '127.0.0.1', help: 'address to bind (set 0.0.0.0 inside a container)' },
+  { name: 'GOV_EMBED_PORT', modes: ['embedded'], default: '8765', help: 'embedded gateway port' },
+  { name: 'GOV_EMBED_DB', modes: ['embedded'], default: '.gov/ledger', help: 'LMDB ledger directory; :memory: keeps nothing across runs' },
+  { name: 'GOV_EMBED_TOKEN', modes: ['embedded'], default: '(generated)', help: 'bearer token; if unset an unsigned JWT with tier team is generated and printed once' },
+  { name: 'GOV_PORT', modes: ['gateway'], default: '8000', help: 'gateway port' },
+  { name: 'GOV_DB_PATH', modes: ['gateway'], default: '.gov/gateway', help: 'LMDB ledger directory of the gateway (PostgreSQL comes later)' },
+  { name: 'AUTH_ENABLED', modes: ['gateway'], default: 'true unless GOV_ENV is development/dev/test', help: 'require X-Gov-Token' },
+  { name: 'GOV_API_KEYS', modes: ['gateway'], default: '', help: 'API keys as key:tier,key:tier (tiers free|developer|team|enterprise)' },
+  { name: 'GOV_JWT_SECRET', modes: ['gateway'], default: '', help: 'HS256 secret for X-Gov-Token JWTs carrying a tier claim' },
+  { name: 'GOV_MAX_BODY_BYTES', modes: ['embedded', 'gateway'], default: '5242880', help: 'largest accepted request body (413 above)' },
+  { name: 'GOV_KILL_SWITCH', modes: ['embedded', 'gateway'], default: '0', help: '1 blocks every governed call before scoring' },
+  { name: 'RATE_LIMIT_ENABLED', modes: ['embedded', 'gateway'], default: 'true unless GOV_ENV is development/dev/test', help: 'sliding-window rate limits' },
+  { name: 'GOV_RATE_LIMIT_FILE', modes: ['embedded', 'gateway'], default: 'manifests/rate-limits.yaml', help: 'rate-limit overrides (default, window_seconds, agent_overrides)' },
+  { name: 'GOV_MIN_SDK_VERSION', modes: ['embedded', 'gateway'], default: '', help: 'requests with a lower sdk_version get 426' },
+  { name: 'GOV_AUDIT_ENCRYPTION_KEY', modes: ['embedded', 'gateway'], default: '', help: '32-byte key (64 hex chars or base64): payloads stored AES-256-GCM encrypted' },
+  { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway'], default: 'policies', help: 'directory of YAML policy packs' },
+  { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
+  { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway'], default: '240', help: 'review_deadline = decision time + this many minutes' },
+  { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
+];
+
+const DEV_ENVS = new Set(['development', 'dev', 'test']);
+
+const bool = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .transform((v, ctx) => {
+    if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+    if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+    ctx.addIssue({ code: 'custom', message: `expected a boolean, got "${v}"` });
+    return z.NEVER;
+  });
+
+const port = z.coerce.number().int().min(0).max(65535);
+const tier = z.enum(['free', 'developer', 'team', 'enterprise']);
+
+const apiKeys = z
+  .string()
+  .transform((raw, ctx) => {
+    const keys: Array<{ key: string; tier: z.infer<typeof tier> }> = [];
+    for (const part of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+      const at = part.lastIndexOf(':');
+      const t = tier.safeParse(part.slice(at + 1));
+      if (at <= 0 || !t.success) {
+        ctx.addIssue({ code: 'custom', message: 'GOV_API_KEYS entries must be key:tier with tier free|developer|team|enterprise' });
+        return z.NEVER;
+      }
+      keys.push({ key: part.slice(0, at), tier: t.data });
+    }
+    return keys;
+  });
+
+export interface Settings {
+  mode: Mode;
+  env: string;
+  isDev: boolean;
+  host: string;
+  port: number;
+  dbPath: string;
+  embedToken: string | null;
+  authEnabled: boolean;
+  apiKeys: Array<{ key: string; tier: 'free' | 'developer' | 'team' | 'enterprise' }>;
+  jwtSecret: string | null;
+  maxBodyBytes: number;
+  envKillSwitch: boolean;
+  rateLimitEnabled: boolean;
+  rateLimitFile: string;
+  minSdkVersion: string | null;
+  auditEncryptionKey: string | null;
+  policyDir: string;
+  manifestDir: string;
+  reviewSlaMinutes: number;
+  logLevel: string;
+}
+
+export class SettingsError extends Error {}
+
+function shipped(cwd: string, rel: string): string {
+  const local = resolve(cwd, rel);
+  return existsSync(local) ? local : resolve(PACKAGE_ROOT, rel);
+}
+
+/** Parses the environment once into a typed Settings object; throws SettingsError naming the bad setting. */
+export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Settings {
+  const get = (k: string): string | undefined => {
+    const v = env[k];
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const parse = <T>(name: string, schema: z.ZodType<T>, raw: string): T => {
+    const r = schema.safeParse(raw);
+    if (!r.success) throw new SettingsError(`${name}: ${r.error.issues.map((i) => i.message).join('; ')}`);
+    return r.data;
+  };
+  const govEnv = get('GOV_ENV') ?? 'development';
+  const isDev = DEV_ENVS.has(govEnv.toLowerCase());
+  const authEnabled = mode === 'embedded' ? true : parse('AUTH_ENABLED', bool, get('AUTH_ENABLED') ?? String(!isDev));
+  const logLevel = get('GOV_LOG_LEVEL') ?? 'info';
+  parse('GOV_LOG_LEVEL', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), logLevel);
+
+  const settings: Settings = {
+    mode,
+    env: govEnv,
+    isDev,
+    host: get('GOV_HOST') ?? '127.0.0.1',
+    port: mode === 'embedded' ? parse('GOV_EMBED_PORT', port, get('GOV_EMBED_PORT') ?? '8765') : parse('GOV_PORT', port, get('GOV_PORT') ?? '8000'),
+    dbPath: mode === 'embedded' ? (get('GOV_EMBED_DB') ?? resolve(cwd, '.gov/ledger')) : (get('GOV_DB_PATH') ?? resolve(cwd, '.gov/gateway')),
+    embedToken: get('GOV_EMBED_TOKEN') ?? null,
+    authEnabled,
+    apiKeys: parse('GOV_API_KEYS', apiKeys, get('GOV_API_KEYS') ?? ''),
+    jwtSecret: get('GOV_JWT_SECRET') ?? null,
+    maxBodyBytes: parse('GOV_MAX_BODY_BYTES', z.coerce.number().int().min(1024).max(1024 * 1024 * 1024), get('GOV_MAX_BODY_BYTES') ?? String(5 * 1024 * 1024)),
+    envKillSwitch: parse('GOV_KILL_SWITCH', bool, get('GOV_KILL_SWITCH') ?? '0'),
+    rateLimitEnabled: parse('RATE_LIMIT_ENABLED', bool, get('RATE_LIMIT_ENABLED') ?? String(!isDev)),
+    rateLimitFile: get('GOV_RATE_LIMIT_FILE') ?? shipped(cwd, 'manifests/rate-limits.yaml'),
+    minSdkVersion: get('GOV_MIN_SDK_VERSION') ?? null,
+    auditEncryptionKey: get('GOV_AUDIT_ENCRYPTION_KEY') ?? null,
+    policyDir: get('GOV_POLICY_DIR') ?? shipped(cwd, 'policies'),
+    manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
+    reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
+    logLevel,
+  };
+
+  if (mode === 'gateway' && !settings.authEnabled && !isDev) {
+    throw new SettingsError(`AUTH_ENABLED=false is refused when GOV_ENV=${govEnv}: auth must be on outside development`);
+  }
+  if (mode === 'gateway' && settings.authEnabled && settings.apiKeys.length === 0 && !settings.jwtSecret) {
+    throw new SettingsError('auth is enabled but neither GOV_API_KEYS nor GOV_JWT_SECRET is set: no caller could authenticate');
+  }
+  if (settings.jwtSecret !== null && Buffer.byteLength(settings.jwtSecret) < 32) {
+    throw new SettingsError('GOV_JWT_SECRET must be at least 32 bytes for HS256');
+  }
+  if (settings.minSdkVersion !== null) {
+    parse('GOV_MIN_SDK_VERSION', z.string().regex(/^\d+\.\d+\.\d+/, 'must be a semantic version such as 1.2.0'), settings.minSdkVersion);
+  }
+  return settings;
+}
+
+export function settingsHelp(mode: Mode): string {
+  const rows = SETTING_DOCS.filter((d) => d.modes.includes(mode));
+  const width = Math.max(...rows.map((r) => r.name.length));
+  return rows.map((r) => `  ${r.name.padEnd(width)}  ${r.help} (default: ${r.default || 'unset'})`).join('\n');
+}

@@ -1,0 +1,89 @@
+import type { EngineInput } from './types.js';
+
+export type Scalar = string | number | boolean | null;
+
+/** One scalar of a payload with where it sits; checks scan these instead of re-serialising the payload. */
+export interface Leaf {
+  readonly path: string;
+  /** Nearest object key (array elements inherit their parent's key). */
+  readonly key: string;
+  /** Top-level key under the walked root ('' for the root itself). */
+  readonly root: string;
+  readonly value: Scalar;
+  /**
+   * `key: value`, the text rules match against: a secret split across a key and its value
+   * (`{"password": "hunter2"}`) reads the same as one written inline (`password: hunter2`).
+   */
+  readonly text: string;
+}
+
+/** Flattened views of one input, built once per evaluation and shared by every check. */
+export interface EvalView {
+  readonly output: readonly Leaf[];
+  readonly input: readonly Leaf[];
+  readonly toolResults: readonly Leaf[];
+  readonly params: readonly Leaf[];
+  /** Deepest nesting reached (1 = a flat object); walking stops past MAX_WALK_DEPTH. */
+  readonly outputDepth: number;
+  readonly paramsDepth: number;
+}
+
+/** Hard stop for walking: deeper structure is reported by the schema check rather than scanned. */
+export const MAX_WALK_DEPTH = 64;
+
+interface WalkState {
+  leaves: Leaf[];
+  depth: number;
+}
+
+function walk(value: unknown, path: string, key: string, root: string, depth: number, st: WalkState): void {
+  if (depth > st.depth) st.depth = depth;
+  if (value === null || typeof value !== 'object') {
+    if (value === undefined || typeof value === 'function' || typeof value === 'symbol' || typeof value === 'bigint') return;
+    const v = value as Scalar;
+    st.leaves.push({ path, key, root, value: v, text: key === '' ? String(v) : `${key}: ${String(v)}` });
+    return;
+  }
+  if (depth >= MAX_WALK_DEPTH) {
+    st.depth = depth + 1;
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) walk(value[i], `${path}[${i}]`, key, root, depth + 1, st);
+    return;
+  }
+  for (const k in value as Record<string, unknown>) {
+    if (!Object.prototype.hasOwnProperty.call(value, k)) continue;
+    walk((value as Record<string, unknown>)[k], `${path}.${k}`, k, root === '' && depth === 0 ? k : root, depth + 1, st);
+  }
+}
+
+function walkRoot(value: unknown, path: string, key: string): { leaves: Leaf[]; depth: number } {
+  const st: WalkState = { leaves: [], depth: 0 };
+  walk(value, path, key, '', 0, st);
+  return st;
+}
+
+export function buildView(input: EngineInput): EvalView {
+  const out = input.output === null ? { leaves: [], depth: 0 } : walkRoot(input.output, 'output', '');
+  const toolResults: Leaf[] = [];
+  for (let i = 0; i < input.tool_results.length; i++) {
+    const r = input.tool_results[i];
+    if (r.output !== undefined) {
+      const st: WalkState = { leaves: toolResults, depth: 0 };
+      walk(r.output, `tool_results[${i}].output`, '', '', 0, st);
+    }
+    if (typeof r.error === 'string' && r.error !== '') {
+      toolResults.push({ path: `tool_results[${i}].error`, key: 'error', root: 'error', value: r.error, text: `error: ${r.error}` });
+    }
+  }
+  const params: Leaf[] = [];
+  let paramsDepth = 0;
+  for (let i = 0; i < input.tools_called.length; i++) {
+    const st: WalkState = { leaves: params, depth: 0 };
+    walk(input.tools_called[i].args, `tools_called[${i}].args`, '', '', 0, st);
+    if (st.depth > paramsDepth) paramsDepth = st.depth;
+  }
+  const inputLeaves: Leaf[] = input.input === '' ? [] : [{ path: 'input', key: '', root: '', value: input.input, text: input.input }];
+  return { output: out.leaves, input: inputLeaves, toolResults, params, outputDepth: out.depth, paramsDepth };
+}

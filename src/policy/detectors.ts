@@ -1,0 +1,94 @@
+/**
+ * Built-in detectors for secrets, personal data and prompt injection. Every pattern is compiled once when
+ * this module loads and is written so that V8's backtracking engine stays linear in the text length:
+ * no nested quantifiers, bounded repetition where two parts could overlap, and look-behinds that allow only
+ * one start position per run of candidate characters. Literal hints let most texts skip a regex entirely.
+ */
+
+export interface TextMatcher {
+  /** Human-readable name used in failure messages; never the matched text, which may be a secret. */
+  readonly label: string;
+  /** Index of the first match, or -1. */
+  find(text: string): number;
+}
+
+function matcher(label: string, regexes: readonly RegExp[], hints?: readonly string[]): TextMatcher {
+  for (const re of regexes) {
+    // A global or sticky regex keeps lastIndex between calls, which would make matching stateful.
+    if (re.global || re.sticky) throw new Error(`detector ${label}: stateful regex flags are not allowed`);
+  }
+  if (hints && hints.length > 0) {
+    return {
+      label,
+      find(text) {
+        let hinted = false;
+        for (const h of hints) if (text.includes(h)) { hinted = true; break; }
+        if (!hinted) return -1;
+        return firstIndex(regexes, text);
+      },
+    };
+  }
+  return { label, find: (text) => firstIndex(regexes, text) };
+}
+
+function firstIndex(regexes: readonly RegExp[], text: string): number {
+  for (const re of regexes) {
+    const i = text.search(re);
+    if (i !== -1) return i;
+  }
+  return -1;
+}
+
+const INJECTION = [
+  /\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|every)\s+)?(?:(?:of\s+)?(?:the|your|my|these|those)\s+)?(?:previous|prior|above|earlier|preceding|former|original|system)\s+(?:instructions?|prompts?|directions?|rules|guidelines|messages?|commands?|context)\b/i,
+  /\bdisregard\s+(?:(?:all|everything)\s+)?(?:(?:of\s+)?the\s+)?(?:above|previous|prior|preceding)\b/i,
+  /\b(?:reveal|show|print|display|output|repeat|leak|expose|tell)\s+(?:me\s+)?(?:(?:your|the)\s+)?(?:(?:full|entire|original|initial|hidden|secret|exact)\s+)?(?:system\s+(?:prompt|message|instructions?)|hidden\s+(?:prompt|instructions?)|initial\s+instructions?)\b/i,
+  /\byou\s+are\s+now\s+(?:in\s+)?(?:DAN|developer\s+mode|jailbroken|unrestricted|an?\s+unfiltered)\b/i,
+  /\b(?:enable|enter|activate)\s+(?:DAN|developer|jailbreak|god)\s+mode\b/i,
+  /\bdo\s+anything\s+now\b/i,
+  /\bnew\s+system\s+prompt\s*:/i,
+  /<\|im_start\|>\s*system/i,
+];
+
+export const DETECTORS: ReadonlyMap<string, TextMatcher> = new Map<string, TextMatcher>([
+  ['aws_access_key', matcher('AWS access key', [/(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])/], ['AKIA', 'ASIA'])],
+  ['sk_api_key', matcher('sk- API key', [/(?<![\w-])sk-[A-Za-z0-9_-]{20,}/], ['sk-'])],
+  ['github_token', matcher('GitHub token', [/(?<![\w])gh[pousr]_[A-Za-z0-9]{36,}/], ['gh'])],
+  ['private_key', matcher('PEM private key', [/-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----/], ['PRIVATE KEY'])],
+  [
+    'password_assignment',
+    // The value's first character excludes masks and placeholders ("********", "<redacted>").
+    matcher('password assignment', [/\b(?:password|passwd|pwd|passphrase)["']?\s*[:=]\s*["']?[^\s"',;*<[][^\s"',;]*/i]),
+  ],
+  ['us_ssn', matcher('US social security number', [/(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])/], ['-'])],
+  [
+    'email',
+    matcher('e-mail address', [/(?<![\w.%+-])[\w.%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![\w-])/], ['@']),
+  ],
+  ['prompt_injection', matcher('prompt-injection phrasing', INJECTION)],
+]);
+
+export function detectorNames(): string[] {
+  return [...DETECTORS.keys()];
+}
+
+/**
+ * A group holding a quantifier that is itself quantified, e.g. `(a+)+` or `(\w*x){2,}`: the classic shape of
+ * catastrophic backtracking. A heuristic, not a proof, but it rejects the patterns people actually write.
+ */
+const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*(?:[+*]|\{\d+,\d*\})\)(?:[+*]|\{\d+,)/;
+
+/** Compiles a pack-supplied pattern, or throws a message naming what is wrong with it. */
+export function compileUserPattern(label: string, pattern: string, flags = ''): TextMatcher {
+  if (!/^[imsu]*$/.test(flags)) throw new Error(`flags may only contain i, m, s, u (got "${flags}")`);
+  if (NESTED_QUANTIFIER.test(pattern)) {
+    throw new Error(`pattern has a quantified group containing a quantifier, which can backtrack catastrophically: ${pattern}`);
+  }
+  let re: RegExp;
+  try {
+    re = new RegExp(pattern, flags);
+  } catch (e) {
+    throw new Error(`invalid regular expression: ${(e as Error).message}`);
+  }
+  return matcher(label, [re]);
+}

@@ -1,0 +1,35 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PolicyLoadError } from './errors.js';
+import { compilePolicySet, type PolicySource } from './pack.js';
+import type { PolicySet } from './policy-set.js';
+
+const YAML_FILE = /\.ya?ml$/i;
+
+export async function readYamlDir(dir: string): Promise<PolicySource[]> {
+  const names = (await readdir(dir, { withFileTypes: true }))
+    .filter((d) => d.isFile() && YAML_FILE.test(d.name))
+    .map((d) => d.name)
+    .sort();
+  return Promise.all(
+    names.map(async (name) => {
+      const location = join(dir, name);
+      return { origin: name, location, text: await readFile(location, 'utf8') };
+    }),
+  );
+}
+
+/**
+ * Reads every *.yaml / *.yml pack in `dir`, validates and compiles them once. A missing directory is an
+ * error (a gateway silently running without policies would approve secrets); an empty one gives the
+ * empty set with version "none".
+ */
+export async function loadPolicyDir(dir: string): Promise<PolicySet> {
+  let sources: PolicySource[];
+  try {
+    sources = await readYamlDir(dir);
+  } catch (e) {
+    throw new PolicyLoadError(dir, [`cannot read policy directory: ${(e as Error).message}`]);
+  }
+  return compilePolicySet(sources);
+}

@@ -1,0 +1,37 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ManifestFile, type Manifest } from '../contracts/manifest.js';
+import { PolicyLoadError, zodProblems } from './errors.js';
+import { parseYaml } from './pack.js';
+
+const YAML_FILE = /\.ya?ml$/i;
+
+/**
+ * Reads manifests/agents/*.yaml (one agent per file, validated by ManifestFile). A missing directory gives
+ * no manifests: agents can still be registered over the API. Two files naming one agent is an error.
+ */
+export async function loadManifestDir(dir: string): Promise<Array<{ agent_id: string; manifest: Manifest }>> {
+  let names: string[];
+  try {
+    names = (await readdir(dir, { withFileTypes: true }))
+      .filter((d) => d.isFile() && YAML_FILE.test(d.name))
+      .map((d) => d.name)
+      .sort();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw new PolicyLoadError(dir, [`cannot read manifest directory: ${(e as Error).message}`]);
+  }
+  const out: Array<{ agent_id: string; manifest: Manifest }> = [];
+  const seen = new Map<string, string>();
+  for (const name of names) {
+    const path = join(dir, name);
+    const parsed = ManifestFile.safeParse(parseYaml(path, await readFile(path, 'utf8')));
+    if (!parsed.success) throw new PolicyLoadError(path, zodProblems(parsed.error));
+    const { agent_id, ...manifest } = parsed.data;
+    const other = seen.get(agent_id);
+    if (other !== undefined) throw new PolicyLoadError(path, [`agent_id: "${agent_id}" is also declared in ${other}`]);
+    seen.set(agent_id, path);
+    out.push({ agent_id, manifest });
+  }
+  return out;
+}

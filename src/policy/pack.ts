@@ -1,0 +1,145 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import YAML from 'yaml';
+import { compileUserPattern, DETECTORS, type TextMatcher } from './detectors.js';
+import { PolicyLoadError, zodProblems } from './errors.js';
+import {
+  buildPolicySet,
+  DEFAULT_AMOUNT,
+  DEFAULT_SEVERITY,
+  POLICY_EFFECTS,
+  POLICY_TARGETS,
+  SEVERITIES,
+  type CompiledRule,
+  type PackInfo,
+  type PolicySet,
+} from './policy-set.js';
+
+const Name = z.string().regex(/^[A-Za-z0-9][\w.-]{0,99}$/, 'must be letters, digits, _ . - (at most 100)');
+
+/**
+ * One rule. Strict objects, so that a misspelt key is an error rather than a silently ignored rule; the
+ * rule language grows by adding keys here (see ROADMAP: JSON-path comparisons, combinators, `mask`).
+ */
+export const PolicyRuleSpec = z
+  .strictObject({
+    id: Name,
+    description: z.string().max(1000).optional(),
+    targets: z.union([z.enum(POLICY_TARGETS), z.array(z.enum(POLICY_TARGETS)).min(1)]),
+    detector: z.string().optional(),
+    pattern: z.string().min(1).max(2000).optional(),
+    flags: z.string().max(4).optional(),
+    effect: z.enum(POLICY_EFFECTS),
+    amount: z.number().min(0).max(100).optional(),
+    severity: z.enum(SEVERITIES).optional(),
+    gate: z.enum(['adversarial']).optional(),
+    enabled: z.boolean().optional(),
+  })
+  .superRefine((r, ctx) => {
+    if ((r.detector === undefined) === (r.pattern === undefined)) {
+      ctx.addIssue({ code: 'custom', message: 'a rule needs exactly one of `detector` or `pattern`' });
+    }
+    if (r.detector !== undefined && !DETECTORS.has(r.detector)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['detector'],
+        message: `unknown detector "${r.detector}" (known: ${[...DETECTORS.keys()].join(', ')})`,
+      });
+    }
+    if (r.flags !== undefined && r.pattern === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['flags'], message: '`flags` only applies to `pattern`' });
+    }
+  });
+export type PolicyRuleSpec = z.infer<typeof PolicyRuleSpec>;
+
+export const PolicyPackSpec = z.strictObject({
+  pack: Name,
+  version: z.string().min(1).max(64),
+  description: z.string().max(2000).optional(),
+  rules: z.array(PolicyRuleSpec).max(10_000),
+});
+export type PolicyPackSpec = z.infer<typeof PolicyPackSpec>;
+
+export interface PolicySource {
+  /** File name (or another stable label); it enters the version hash, so it must not depend on the machine. */
+  readonly origin: string;
+  readonly text: string;
+  /** Where to point the reader in error messages (e.g. the full path); defaults to origin. */
+  readonly location?: string;
+}
+
+export function parseYaml(origin: string, text: string): unknown {
+  try {
+    return YAML.parse(text, { prettyErrors: true, uniqueKeys: true });
+  } catch (e) {
+    throw new PolicyLoadError(origin, [`invalid YAML: ${(e as Error).message}`]);
+  }
+}
+
+export function parsePolicyPack(source: PolicySource): PolicyPackSpec {
+  const where = source.location ?? source.origin;
+  const parsed = PolicyPackSpec.safeParse(parseYaml(where, source.text));
+  if (!parsed.success) throw new PolicyLoadError(where, zodProblems(parsed.error));
+  return parsed.data;
+}
+
+function compileRule(origin: string, pack: string, index: number, r: PolicyRuleSpec): CompiledRule {
+  let matcher: TextMatcher;
+  if (r.detector !== undefined) matcher = DETECTORS.get(r.detector)!;
+  else {
+    try {
+      matcher = compileUserPattern(`pattern of rule ${r.id}`, r.pattern!, r.flags ?? '');
+    } catch (e) {
+      throw new PolicyLoadError(origin, [`rules[${index}].pattern: ${(e as Error).message}`]);
+    }
+  }
+  const targets = typeof r.targets === 'string' ? [r.targets] : [...new Set(r.targets)];
+  return Object.freeze({
+    id: r.id,
+    pack,
+    description: r.description ?? r.id,
+    targets: Object.freeze(targets),
+    matcher,
+    effect: r.effect,
+    amount: r.amount ?? DEFAULT_AMOUNT[r.effect],
+    severity: r.severity ?? DEFAULT_SEVERITY[r.effect],
+    gate: r.gate ?? null,
+  });
+}
+
+/**
+ * Parses, validates and compiles packs into one PolicySet. Kept separate from file reading so that packs
+ * stored elsewhere (the policy API's published versions) compile through exactly the same path.
+ */
+export function compilePolicySet(sources: readonly PolicySource[]): PolicySet {
+  const ordered = [...sources].sort((a, b) => (a.origin < b.origin ? -1 : a.origin > b.origin ? 1 : 0));
+  if (ordered.length === 0) return buildPolicySet('none', [], []);
+  const packs: PackInfo[] = [];
+  const rules: CompiledRule[] = [];
+  const seenPacks = new Map<string, string>();
+  const seenRules = new Map<string, string>();
+  const hash = createHash('sha256');
+  for (const source of ordered) {
+    const spec = parsePolicyPack(source);
+    const where = source.location ?? source.origin;
+    const clash = seenPacks.get(spec.pack);
+    if (clash !== undefined) throw new PolicyLoadError(where, [`pack: "${spec.pack}" is also defined in ${clash}`]);
+    seenPacks.set(spec.pack, where);
+    let count = 0;
+    spec.rules.forEach((r, i) => {
+      if (r.enabled === false) return;
+      const other = seenRules.get(r.id);
+      if (other !== undefined) throw new PolicyLoadError(where, [`rules[${i}].id: "${r.id}" is also defined in ${other}`]);
+      seenRules.set(r.id, where);
+      rules.push(compileRule(where, spec.pack, i, r));
+      count++;
+    });
+    packs.push({ name: spec.pack, version: spec.version, origin: source.origin, rules: count });
+    hash.update(source.origin).update('\0').update(source.text).update('\0');
+  }
+  const names = [...packs]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((p) => `${p.name}@${p.version}`)
+    .join('+');
+  return buildPolicySet(`${names}#${hash.digest('hex').slice(0, 10)}`, packs, rules);
+}

@@ -1,0 +1,240 @@
+import { randomUUID } from 'node:crypto';
+import type { Outcome } from '../contracts/common.js';
+import type {
+  DecisionRerunResponse,
+  PostCheckRequest,
+  PostCheckResponse,
+  PreCheckRequest,
+  PreCheckResponse,
+  ValidateRequest,
+  ValidateResponse,
+} from '../contracts/runtime.js';
+import type { Phase } from '../contracts/audit.js';
+import { evaluate } from '../engine/pipeline.js';
+import { fromPostCheck, fromPreCheck, fromValidate } from '../engine/normalize.js';
+import { reliabilityFromStats } from '../engine/reliability.js';
+import type { ScoringConfig } from '../engine/scoring-config.js';
+import type { EngineInput, EngineResult } from '../engine/types.js';
+import type { Ledger } from '../ledger/port.js';
+import type { GoldenSet } from '../policy/golden.js';
+import type { PolicySet } from '../policy/policy-set.js';
+import { AppError } from '../server/app-error.js';
+import type { KillSwitch } from './kill-switch.js';
+import type { ManifestRegistry } from './manifest-registry.js';
+import type { ReviewQueue } from './review-queue.js';
+
+/** Policies, golden rules and the scoring config in force; replaced as a whole when they are reloaded. */
+export interface RuleSet {
+  policies: PolicySet;
+  golden: GoldenSet;
+  config: ScoringConfig;
+}
+
+export interface GovernorDeps {
+  ledger: Ledger;
+  killSwitch: KillSwitch;
+  manifests: ManifestRegistry;
+  reviewQueue: ReviewQueue;
+  rules: () => RuleSet;
+  /** Embedded mode has no historical-reliability signal: the engine then uses its neutral value. */
+  useHistoricalReliability: boolean;
+  reviewSlaMinutes: number;
+  clock: () => Date;
+  onDecision?: (agentId: string, outcome: Outcome, latencyMs: number) => void;
+  onBackgroundError?: (e: unknown) => void;
+}
+
+interface StoredPayload {
+  request: unknown;
+  response: unknown;
+}
+
+const REVIEWED: ReadonlySet<Outcome> = new Set<Outcome>(['escalate', 'request_evidence']);
+
+/**
+ * The governance service: engine + ledger + review queue + kill switch, independent of HTTP so that the
+ * API routes and the sidecar proxy govern calls through the same code.
+ */
+export class Governor {
+  /** Concurrent post-checks for one pre-check share one evaluation, so only one row is ever written. */
+  private readonly postChecksInFlight = new Map<string, Promise<PostCheckResponse>>();
+
+  constructor(private readonly d: GovernorDeps) {}
+
+  async validate(req: ValidateRequest): Promise<ValidateResponse> {
+    const started = performance.now();
+    const input = fromValidate(req);
+    const { result, envelopeId, timestamp } = this.decide(input);
+    const response: ValidateResponse = {
+      envelope_id: envelopeId,
+      validation: result.validation,
+      risk: result.risk,
+      decision: result.decision,
+      latency_ms: 0,
+      trust_chain: null,
+      governance_disclosure: result.governance_disclosure,
+      confidence_rationale: result.confidence_rationale,
+    };
+    await this.persist('validate', input, result, envelopeId, timestamp, null, req, response, started);
+    return response;
+  }
+
+  async preCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
+    const started = performance.now();
+    const input = fromPreCheck(req);
+    const { result, envelopeId, timestamp } = this.decide(input);
+    const response: PreCheckResponse = {
+      envelope_id: envelopeId,
+      validation: result.validation,
+      risk: result.risk,
+      decision: result.decision,
+      latency_ms: 0,
+      governance_disclosure: result.governance_disclosure,
+    };
+    await this.persist('pre_check', input, result, envelopeId, timestamp, null, req, response, started);
+    return response;
+  }
+
+  postCheck(req: PostCheckRequest): Promise<PostCheckResponse> {
+    const preId = req.pre_check_envelope_id;
+    const inFlight = this.postChecksInFlight.get(preId);
+    if (inFlight) return inFlight;
+    const p = this.runPostCheck(req).finally(() => this.postChecksInFlight.delete(preId));
+    this.postChecksInFlight.set(preId, p);
+    return p;
+  }
+
+  private async runPostCheck(req: PostCheckRequest): Promise<PostCheckResponse> {
+    const started = performance.now();
+    const preId = req.pre_check_envelope_id;
+    const pre = await this.d.ledger.get(preId);
+    if (pre === null || pre.phase !== 'pre_check') throw new AppError('not_found', `no pre-check with envelope id ${preId}`);
+    const existing = await this.d.ledger.postCheckOf(preId);
+    if (existing !== null) {
+      const row = await this.d.ledger.get(existing);
+      const payload = row?.payload as StoredPayload | null | undefined;
+      if (payload?.response) return payload.response as PostCheckResponse;
+      throw new AppError('conflict', `the post-check of ${preId} was already recorded, but its payload has been erased`);
+    }
+    const prePayload = pre.payload as StoredPayload | null;
+    if (prePayload === null) throw new AppError('conflict', `the payload of pre-check ${preId} has been erased`);
+    const input = fromPostCheck(prePayload.request as PreCheckRequest, req, preId);
+    let { result, envelopeId, timestamp } = this.decide(input);
+    if (pre.decision === 'block' && result.decision.outcome !== 'block') {
+      // A call whose pre-check was blocked must never be released, whatever its output scores.
+      result = { ...result, decision: { ...result.decision, outcome: 'block', reason: `pre-check ${preId} was blocked; ${result.decision.reason}`, review_deadline: null } };
+    }
+    const response: PostCheckResponse = {
+      envelope_id: envelopeId,
+      validation: result.validation,
+      risk: result.risk,
+      decision: result.decision,
+      latency_ms: 0,
+      trust_chain: null,
+      governance_disclosure: result.governance_disclosure,
+      confidence_rationale: result.confidence_rationale,
+      pre_check_envelope_id: preId,
+    };
+    await this.persist('post_check', input, result, envelopeId, timestamp, preId, req, response, started);
+    return response;
+  }
+
+  /** Re-runs today's engine on a stored envelope; writes a new `decision` row linked to the original. */
+  async rerun(envelopeId: string): Promise<DecisionRerunResponse> {
+    const started = performance.now();
+    let row = await this.d.ledger.get(envelopeId);
+    if (row === null) throw new AppError('not_found', `no envelope with id ${envelopeId}`);
+    // A re-run of a re-run re-decides the original execution.
+    if (row.phase === 'decision' && row.parent_envelope_id) row = await this.d.ledger.get(row.parent_envelope_id);
+    if (row === null) throw new AppError('not_found', `the original of envelope ${envelopeId} is missing`);
+    const payload = row.payload as StoredPayload | null;
+    if (payload === null) throw new AppError('conflict', `the payload of envelope ${row.envelope_id} has been erased`);
+    let input: EngineInput;
+    if (row.phase === 'validate') input = fromValidate(payload.request as ValidateRequest);
+    else if (row.phase === 'pre_check') input = fromPreCheck(payload.request as PreCheckRequest);
+    else {
+      const pre = row.parent_envelope_id ? await this.d.ledger.get(row.parent_envelope_id) : null;
+      const prePayload = pre?.payload as StoredPayload | null | undefined;
+      if (!prePayload) throw new AppError('conflict', `the pre-check of envelope ${row.envelope_id} is missing or erased`);
+      input = fromPostCheck(prePayload.request as PreCheckRequest, payload.request as PostCheckRequest, row.parent_envelope_id!);
+    }
+    const decided = this.decide(input);
+    const response: DecisionRerunResponse = {
+      envelope_id: decided.envelopeId,
+      validation: decided.result.validation,
+      risk: decided.result.risk,
+      decision: decided.result.decision,
+      latency_ms: 0,
+      trust_chain: null,
+      governance_disclosure: decided.result.governance_disclosure,
+      confidence_rationale: decided.result.confidence_rationale,
+      original_envelope_id: row.envelope_id,
+    };
+    await this.persist('decision', input, decided.result, decided.envelopeId, decided.timestamp, row.envelope_id, { rerun_of: row.envelope_id }, response, started);
+    return response;
+  }
+
+  private decide(input: EngineInput): { result: EngineResult; envelopeId: string; timestamp: Date } {
+    const rules = this.d.rules();
+    const reliability = this.d.useHistoricalReliability ? reliabilityFromStats(this.d.ledger.agentStats(input.agent_id)) : null;
+    const result = evaluate(input, {
+      manifest: this.d.manifests.get(input.agent_id),
+      policies: rules.policies,
+      golden: rules.golden,
+      config: rules.config,
+      reliability,
+      killSwitch: this.d.killSwitch.view(),
+      judgeScore: null,
+    });
+    const timestamp = this.d.clock();
+    if (REVIEWED.has(result.decision.outcome)) {
+      result.decision.review_deadline = new Date(timestamp.getTime() + this.d.reviewSlaMinutes * 60_000).toISOString();
+    }
+    return { result, envelopeId: randomUUID(), timestamp };
+  }
+
+  /** Appends the row and waits for its commit: the caller must not answer before this resolves. */
+  private async persist(
+    phase: Phase,
+    input: EngineInput,
+    result: EngineResult,
+    envelopeId: string,
+    timestamp: Date,
+    parent: string | null,
+    request: unknown,
+    response: { latency_ms: number },
+    started: number,
+  ): Promise<void> {
+    const iso = timestamp.toISOString();
+    response.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
+    await this.d.ledger.append({
+      envelope_id: envelopeId,
+      phase,
+      agent_id: input.agent_id,
+      decision: result.decision.outcome,
+      risk_tier: result.risk.tier,
+      confidence: result.validation.final_confidence,
+      timestamp: iso,
+      parent_envelope_id: parent ?? input.parent_envelope_id ?? null,
+      policy_version: result.decision.policy_version,
+      score_version: result.decision.score_version,
+      payload: { request, response } satisfies StoredPayload,
+    });
+    const outcome = result.decision.outcome;
+    this.d.onDecision?.(input.agent_id, outcome, performance.now() - started);
+    if (REVIEWED.has(outcome)) {
+      this.d.reviewQueue.push(
+        {
+          envelope_id: envelopeId,
+          agent_id: input.agent_id,
+          outcome,
+          reason: result.decision.reason,
+          status: 'open',
+          created_at: iso,
+          review_deadline: result.decision.review_deadline ?? iso,
+        },
+        (e) => this.d.onBackgroundError?.(e),
+      );
+    }
+  }
+}

@@ -1,0 +1,32 @@
+import type { KvStore } from '../ledger/port.js';
+import type { Outcome } from '../contracts/common.js';
+
+export interface ReviewItem {
+  envelope_id: string;
+  agent_id: string;
+  outcome: Outcome;
+  reason: string;
+  status: 'open';
+  created_at: string;
+  review_deadline: string;
+}
+
+const NS = 'review';
+
+/** Items for human review, fed by every escalate or request_evidence decision; stored beside the ledger. */
+export class ReviewQueue {
+  constructor(private readonly kv: KvStore) {}
+
+  /** Fire-and-forget from the caller's view: the push never delays the governed response. */
+  push(item: ReviewItem, onError: (e: unknown) => void): void {
+    setImmediate(() => {
+      // Keys sort by creation time so listing needs no extra index.
+      this.kv.put(NS, `${item.created_at}|${item.envelope_id}`, item).catch(onError);
+    });
+  }
+
+  list(limit = 1000): ReviewItem[] {
+    const all = this.kv.entries<ReviewItem>(NS);
+    return all.slice(-limit).reverse().map(([, v]) => v);
+  }
+}

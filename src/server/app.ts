@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import type { Settings } from '../config/settings.js';
+import type { RateLimitRules } from '../config/rate-limits.js';
+import type { Ledger } from '../ledger/port.js';
+import type { Governor } from '../runtime/governor.js';
+import type { KillSwitch } from '../runtime/kill-switch.js';
+import type { ManifestRegistry } from '../runtime/manifest-registry.js';
+import type { RateLimiter } from '../runtime/rate-limiter.js';
+import type { ReviewQueue } from '../runtime/review-queue.js';
+import type { GovMetrics } from '../telemetry/metrics.js';
+import type { Authenticator } from './authenticators.js';
+import { authPlugin } from './plugins/auth.js';
+import { errorsPlugin } from './plugins/errors.js';
+import { observabilityPlugin } from './plugins/observability.js';
+import { rateLimitPlugin } from './plugins/rate-limit.js';
+import { agentRoutes } from './routes/agents.js';
+import { auditRoutes } from './routes/audit.js';
+import { featureRoutes } from './routes/features.js';
+import { operationsRoutes } from './routes/operations.js';
+import { runtimeRoutes } from './routes/runtime.js';
+
+export interface AppDeps {
+  settings: Settings;
+  logger: Logger;
+  governor: Governor;
+  ledger: Ledger;
+  killSwitch: KillSwitch;
+  manifests: ManifestRegistry;
+  reviewQueue: ReviewQueue;
+  authenticator: Authenticator;
+  /** Features this deployment includes (judge, trust_chain, sso, ...): absent ones answer 402. */
+  entitlements: ReadonlySet<string>;
+  limiter: RateLimiter;
+  rateRules: RateLimitRules;
+  metrics: GovMetrics;
+  clock: () => Date;
+  healthPath: '/v1/health' | '/health';
+  health: () => Promise<Record<string, unknown>>;
+}
+
+/** The one app factory every mode uses; modes differ only in the deps compose.ts hands it. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    bodyLimit: deps.settings.maxBodyBytes,
+    genReqId: () => randomUUID(),
+    requestIdHeader: 'x-request-id',
+    return503OnClosing: true,
+    routerOptions: { maxParamLength: 200 },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  // Responses are typed by the same zod contracts at compile time; re-validating them on every request
+  // would cost the hot path a second parse, so they are serialized as they are.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+
+  await app.register(errorsPlugin);
+  await app.register(observabilityPlugin, { metrics: deps.metrics });
+  await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiter: deps.limiter, rules: deps.rateRules, clock: () => deps.clock().getTime() });
+  await app.register(authPlugin, { authenticator: deps.authenticator, entitlements: deps.entitlements });
+
+  if (deps.settings.env !== 'production') {
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.1.0',
+        info: { title: 'Gov Gateway', description: 'Runtime governance gateway for AI agents', version: '1' },
+        components: {
+          securitySchemes: deps.healthPath === '/v1/health'
+            ? { bearer: { type: 'http', scheme: 'bearer' } }
+            : { govToken: { type: 'apiKey', in: 'header', name: 'X-Gov-Token' } },
+        },
+        security: [deps.healthPath === '/v1/health' ? { bearer: [] } : { govToken: [] }],
+      },
+      transform: jsonSchemaTransform,
+    });
+    await app.register(swaggerUi, { routePrefix: '/docs' });
+    app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  }
+
+  await app.register(operationsRoutes(deps));
+  await app.register(runtimeRoutes(deps));
+  await app.register(auditRoutes(deps));
+  await app.register(agentRoutes(deps));
+  await app.register(featureRoutes(deps));
+  return app;
+}

@@ -1,0 +1,142 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { loadRateLimits } from '../config/rate-limits.js';
+import type { Settings } from '../config/settings.js';
+import { SCORING_CONFIG } from '../engine/scoring-config.js';
+import { openLmdbStorage } from '../ledger/lmdb.js';
+import { openMemoryStorage } from '../ledger/memory.js';
+import { parseEncryptionKey } from '../ledger/payload-cipher.js';
+import type { Storage } from '../ledger/port.js';
+import { loadGoldenFile } from '../policy/golden.js';
+import { loadPolicyDir } from '../policy/loader.js';
+import { loadManifestDir } from '../policy/manifest-files.js';
+import { Governor, type RuleSet } from '../runtime/governor.js';
+import { KillSwitch } from '../runtime/kill-switch.js';
+import { ManifestRegistry } from '../runtime/manifest-registry.js';
+import { MemorySlidingWindowLimiter } from '../runtime/rate-limiter.js';
+import { ReviewQueue } from '../runtime/review-queue.js';
+import { GovMetrics } from '../telemetry/metrics.js';
+import { buildApp, type AppDeps } from './app.js';
+import { bearerAuthenticator, generateEmbedToken, govTokenAuthenticator, openAuthenticator, type Authenticator } from './authenticators.js';
+
+export interface Composed {
+  app: FastifyInstance;
+  storage: Storage;
+  settings: Settings;
+  /** The bearer token of an embedded gateway (generated when GOV_EMBED_TOKEN is unset). */
+  token: string | null;
+  tokenGenerated: boolean;
+  close(): Promise<void>;
+}
+
+export interface ComposeOptions {
+  clock?: () => Date;
+  logger?: Logger;
+}
+
+/** No deployment includes the judge, trust chain or the other later features yet (docs/tiers.md). */
+const ENTITLEMENTS: ReadonlySet<string> = new Set();
+
+export function createLogger(settings: Settings): Logger {
+  return pino({
+    level: settings.logLevel,
+    base: { service: 'gov-gateway', mode: settings.mode },
+    // Belt and braces: nothing logs headers or bodies, but if a future line does, secrets stay out.
+    redact: { paths: ['req.headers.authorization', 'req.headers["x-gov-token"]', 'headers.authorization', 'headers["x-gov-token"]', 'token', 'payload', 'body'], censor: '[redacted]' },
+  });
+}
+
+async function openStorage(settings: Settings): Promise<Storage> {
+  const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
+  if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey });
+  mkdirSync(settings.dbPath, { recursive: true });
+  return openLmdbStorage(settings.dbPath, { encryptionKey });
+}
+
+async function loadRules(settings: Settings): Promise<RuleSet> {
+  return {
+    policies: await loadPolicyDir(settings.policyDir),
+    golden: await loadGoldenFile(join(settings.manifestDir, 'golden.yaml')),
+    config: SCORING_CONFIG,
+  };
+}
+
+/**
+ * The single composition root. Embedded: LMDB (or memory) ledger, in-process limiter, bearer auth, no
+ * historical-reliability signal. Gateway: the same parts with X-Gov-Token auth and the reliability signal
+ * (PostgreSQL and Redis adapters replace the ledger and limiter here when they arrive).
+ */
+export async function compose(settings: Settings, opts: ComposeOptions = {}): Promise<Composed> {
+  const clock = opts.clock ?? (() => new Date());
+  const logger = opts.logger ?? createLogger(settings);
+  const rules = await loadRules(settings);
+  const manifestFiles = await loadManifestDir(join(settings.manifestDir, 'agents'));
+  const rateRules = await loadRateLimits(settings.rateLimitFile);
+  const storage = await openStorage(settings);
+
+  let token: string | null = null;
+  let tokenGenerated = false;
+  let authenticator: Authenticator;
+  if (settings.mode === 'embedded') {
+    token = settings.embedToken ?? generateEmbedToken();
+    tokenGenerated = settings.embedToken === null;
+    authenticator = bearerAuthenticator(token);
+  } else {
+    authenticator = settings.authEnabled ? govTokenAuthenticator(settings.apiKeys, settings.jwtSecret) : openAuthenticator();
+  }
+
+  const metrics = new GovMetrics();
+  const killSwitch = new KillSwitch(storage.kv, settings.envKillSwitch);
+  const manifests = new ManifestRegistry(storage.kv, manifestFiles);
+  const reviewQueue = new ReviewQueue(storage.kv);
+  const governor = new Governor({
+    ledger: storage.ledger,
+    killSwitch,
+    manifests,
+    reviewQueue,
+    rules: () => rules,
+    useHistoricalReliability: settings.mode === 'gateway',
+    reviewSlaMinutes: settings.reviewSlaMinutes,
+    clock,
+    onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
+    onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
+  });
+
+  const deps: AppDeps = {
+    settings,
+    logger,
+    governor,
+    ledger: storage.ledger,
+    killSwitch,
+    manifests,
+    reviewQueue,
+    authenticator,
+    entitlements: ENTITLEMENTS,
+    limiter: new MemorySlidingWindowLimiter(),
+    rateRules,
+    metrics,
+    clock,
+    healthPath: settings.mode === 'embedded' ? '/v1/health' : '/health',
+    health: async () => (settings.mode === 'gateway' ? { ledger: 'ok', ledger_head_seq: storage.ledger.head().seq } : {}),
+  };
+  const app = await buildApp(deps);
+  await app.ready();
+
+  let closed = false;
+  return {
+    app,
+    storage,
+    settings,
+    token,
+    tokenGenerated,
+    async close() {
+      if (closed) return;
+      closed = true;
+      // Stop taking requests and let in-flight ones finish (their rows commit), then close the ledger.
+      await app.close();
+      await storage.close();
+    },
+  };
+}

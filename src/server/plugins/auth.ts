@@ -1,0 +1,46 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Principal, Authenticator } from '../authenticators.js';
+import { checkCapability, type Capability } from '../capabilities.js';
+import { AppError } from '../app-error.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyContextConfig {
+    /** Health routes only: answered without a token. */
+    public?: boolean;
+    capability?: Capability;
+    rateLimit?: 'agent' | 'auth-ip';
+  }
+}
+
+export interface AuthOptions {
+  authenticator: Authenticator;
+  entitlements: ReadonlySet<string>;
+}
+
+/**
+ * Authentication for every route but health (unknown paths included, so 404s reveal nothing to anonymous
+ * callers), then the capability matrix: tier too low → 403, deployment lacks the feature → 402.
+ */
+export const authPlugin = fp(async (app: FastifyInstance, opts: AuthOptions) => {
+  const scheme = opts.authenticator.header === 'authorization' ? 'Bearer' : 'X-Gov-Token';
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (req) => {
+    const config = req.routeOptions.config;
+    if (config?.public) return;
+    const principal = await opts.authenticator.authenticate(req.headers);
+    if (principal === null) {
+      const where = opts.authenticator.header === 'authorization' ? 'Authorization: Bearer <token>' : 'X-Gov-Token';
+      throw new AppError('unauthorized', `missing or invalid token (send ${where})`, undefined, { 'www-authenticate': scheme });
+    }
+    req.principal = principal;
+    const capability = config?.capability;
+    if (capability === undefined) return;
+    const verdict = checkCapability(principal.tier, capability, opts.entitlements);
+    if (verdict === 'tier_too_low') throw new AppError('forbidden', `tier ${principal.tier} does not allow ${capability}`, { capability, tier: principal.tier });
+    if (verdict === 'not_entitled') throw new AppError('entitlement_required', `${capability} is not included in this deployment`, { capability });
+  });
+});

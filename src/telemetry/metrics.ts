@@ -1,0 +1,29 @@
+import { Counter, Histogram, Registry } from 'prom-client';
+
+const LATENCY_BUCKETS_MS = [0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500];
+const AGENT_LABEL = /^[\w\-.]{1,100}$/;
+
+/** Label values come from callers; anything that is not a plausible agent id collapses to one label. */
+export function agentLabel(raw: unknown): string {
+  return typeof raw === 'string' && AGENT_LABEL.test(raw) ? raw : 'unknown';
+}
+
+/** The spec's metrics in Prometheus form (dots become underscores). One registry per app instance. */
+export class GovMetrics {
+  readonly registry = new Registry();
+  readonly validations = new Counter({ name: 'gov_validations_total', help: 'Governed decisions by outcome and agent', labelNames: ['decision', 'agent_id'], registers: [this.registry] });
+  readonly validationLatency = new Histogram({ name: 'gov_validation_latency_ms', help: 'Time to decide and commit one governed call (ms)', labelNames: ['agent_id'], buckets: LATENCY_BUCKETS_MS, registers: [this.registry] });
+  readonly requests = new Counter({ name: 'gov_gateway_requests_total', help: 'HTTP requests by route template, status and agent', labelNames: ['path', 'status', 'agent_id'], registers: [this.registry] });
+  readonly requestLatency = new Histogram({ name: 'gov_gateway_request_latency_ms', help: 'HTTP request latency by route template (ms)', labelNames: ['path', 'agent_id'], buckets: LATENCY_BUCKETS_MS, registers: [this.registry] });
+
+  recordDecision(agentId: string, outcome: string, latencyMs: number): void {
+    const agent = agentLabel(agentId);
+    this.validations.inc({ decision: outcome, agent_id: agent });
+    this.validationLatency.observe({ agent_id: agent }, latencyMs);
+  }
+
+  recordRequest(path: string, status: number, agentId: string, latencyMs: number): void {
+    this.requests.inc({ path, status: String(status), agent_id: agentId });
+    this.requestLatency.observe({ path, agent_id: agentId }, latencyMs);
+  }
+}

@@ -1,0 +1,151 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { loadSettings, type Mode } from '../../src/config/settings.js';
+import { compose, type Composed } from '../../src/server/compose.js';
+
+export interface TestGateway {
+  url: string;
+  token: string | null;
+  dir: string;
+  composed: Composed;
+  /** Every log line the gateway wrote, as raw JSON text. */
+  logs: string[];
+  /** Close without removing the ledger directory (for restart tests). */
+  stop(): Promise<void>;
+  /** Close and remove the ledger directory. */
+  close(): Promise<void>;
+  /** Send a request; `token` defaults to the mode's credential unless `null` is passed. */
+  request(method: string, path: string, opts?: RequestOpts): Promise<TestResponse>;
+}
+
+export interface RequestOpts {
+  body?: unknown;
+  rawBody?: string | Buffer;
+  headers?: Record<string, string>;
+  token?: string | null;
+  contentType?: string;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+export interface StartOptions {
+  mode?: Mode;
+  env?: Record<string, string>;
+  /** Reuse a ledger directory (restart tests). */
+  dir?: string;
+  clock?: () => Date;
+  /** Gateway credential sent as X-Gov-Token by default. */
+  govToken?: string;
+}
+
+/** Starts a real app on an ephemeral port over a fresh LMDB ledger (or a given one). */
+export async function startGateway(opts: StartOptions = {}): Promise<TestGateway> {
+  const mode = opts.mode ?? 'embedded';
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'gov-test-'));
+  const dbKey = mode === 'embedded' ? 'GOV_EMBED_DB' : 'GOV_DB_PATH';
+  const env: Record<string, string> = { GOV_ENV: 'test', GOV_LOG_LEVEL: 'info', [dbKey]: join(dir, 'ledger'), ...opts.env };
+  const settings = loadSettings(mode, env, process.cwd());
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(String(chunk));
+      cb();
+    },
+  });
+  const logger = pino({ level: settings.logLevel }, sink);
+  const composed = await compose(settings, { clock: opts.clock, logger });
+  await composed.app.listen({ port: 0, host: '127.0.0.1' });
+  const addr = composed.app.server.address();
+  const url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  const defaultToken = mode === 'embedded' ? composed.token : (opts.govToken ?? null);
+
+  const request = async (method: string, path: string, o: RequestOpts = {}): Promise<TestResponse> => {
+    const headers: Record<string, string> = { ...o.headers };
+    const token = o.token === undefined ? defaultToken : o.token;
+    if (token !== null && token !== undefined) {
+      if (mode === 'embedded') headers.authorization = `Bearer ${token}`;
+      else headers['x-gov-token'] = token;
+    }
+    let body: string | Buffer | undefined;
+    if (o.rawBody !== undefined) body = o.rawBody;
+    else if (o.body !== undefined) body = JSON.stringify(o.body);
+    if (body !== undefined) headers['content-type'] = o.contentType ?? 'application/json';
+    const res = await fetch(url + path, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text.length ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: res.status, headers: res.headers, body: parsed, text };
+  };
+
+  const stop = () => composed.close();
+  return {
+    url,
+    token: composed.token,
+    dir,
+    composed,
+    logs,
+    stop,
+    async close() {
+      await composed.close();
+      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+    },
+    request,
+  };
+}
+
+/** The README's worked example. */
+export function workedExample(overrides: Record<string, unknown> = {}): Record<string, any> {
+  return {
+    agent_id: 'support-bot',
+    framework: 'REST',
+    version: '1.0',
+    sdk_version: '1.0.0',
+    request: { user: 'u-42', input: 'What is the status of order 1234?', session_id: null, metadata: {} },
+    execution: {
+      model: 'gpt-4o-mini',
+      tools_called: [{ name: 'lookup_order', args: { order_id: '1234' } }],
+      tool_results: [{ name: 'lookup_order', output: { order_id: '1234', status: 'shipped' } }],
+      latency_ms: 420,
+      tokens: 180,
+      prompt_tokens: 120,
+      completion_tokens: 60,
+    },
+    output: { answer: 'Order 1234 has shipped.', sources: ['lookup_order'] },
+    ...overrides,
+  };
+}
+
+export function preCheckExample(overrides: Record<string, unknown> = {}): Record<string, any> {
+  return {
+    agent_id: 'support-bot',
+    framework: 'REST',
+    action: 'lookup_order',
+    params: { order_id: '1234' },
+    user: 'u-42',
+    input: 'What is the status of order 1234?',
+    model: 'gpt-4o-mini',
+    ...overrides,
+  };
+}
+
+/** A condition-based wait for fire-and-forget effects: polls until `check` passes or the deadline hits. */
+export async function eventually<T>(fn: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (check(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
