@@ -1,4 +1,4 @@
-import { round1 } from './round.js';
+import { round1 } from './score-math.js';
 import type { ScoringConfig } from './scoring-config.js';
 
 export const SIGNALS = ['schema', 'tool_trust', 'policy', 'consistency', 'evidence', 'judge', 'historical_reliability'] as const;

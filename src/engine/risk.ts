@@ -1,7 +1,7 @@
 import type { RiskTier } from '../contracts/common.js';
 import type { Risk } from '../contracts/runtime.js';
 import { declarations } from './checks/tool-trust.js';
-import { round1 } from './round.js';
+import { round1 } from './score-math.js';
 import type { ScoringConfig } from './scoring-config.js';
 import type { EngineContext, EngineInput } from './types.js';
 

@@ -76,7 +76,7 @@ export function detectorNames(): string[] {
  * A group holding a quantifier that is itself quantified, e.g. `(a+)+` or `(\w*x){2,}`: the classic shape of
  * catastrophic backtracking. A heuristic, not a proof, but it rejects the patterns people actually write.
  */
-const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*(?:[+*]|\{\d+,\d*\})\)(?:[+*]|\{\d+,)/;
+const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*?(?:[+*]|\{\d+,\d*\})(?:[^()\\]|\\.)*\)(?:[+*]|\{\d+,)/;
 
 /** Compiles a pack-supplied pattern, or throws a message naming what is wrong with it. */
 export function compileUserPattern(label: string, pattern: string, flags = ''): TextMatcher {

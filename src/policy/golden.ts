@@ -7,6 +7,9 @@ import { PolicyLoadError, zodProblems } from './errors.js';
 import { parseYaml } from './pack.js';
 import { SEVERITIES, type Severity } from './policy-set.js';
 
+/** YAML reads `version: 2` or `version: 1.1` as numbers; accept them as their text (quote versions like "1.10"). */
+const Version = z.union([z.string().min(1).max(64), z.number().transform(String)]);
+
 const PatternSpec = z.union([
   z.string().min(1).max(2000),
   z.strictObject({ pattern: z.string().min(1).max(2000), flags: z.string().max(4).optional() }),
@@ -33,7 +36,7 @@ export const GoldenRuleSpec = z.strictObject({
 });
 
 export const GoldenFileSpec = z.strictObject({
-  version: z.string().min(1).max(64),
+  version: Version,
   rules: z.array(GoldenRuleSpec).max(10_000),
 });
 

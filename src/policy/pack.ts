@@ -15,6 +15,9 @@ import {
   type PolicySet,
 } from './policy-set.js';
 
+/** YAML reads `version: 2` or `version: 1.1` as numbers; accept them as their text (quote versions like "1.10"). */
+const Version = z.union([z.string().min(1).max(64), z.number().transform(String)]);
+
 const Name = z.string().regex(/^[A-Za-z0-9][\w.-]{0,99}$/, 'must be letters, digits, _ . - (at most 100)');
 
 /**
@@ -54,7 +57,7 @@ export type PolicyRuleSpec = z.infer<typeof PolicyRuleSpec>;
 
 export const PolicyPackSpec = z.strictObject({
   pack: Name,
-  version: z.string().min(1).max(64),
+  version: Version,
   description: z.string().max(2000).optional(),
   rules: z.array(PolicyRuleSpec).max(10_000),
 });

@@ -2,7 +2,7 @@ import type { ScoringConfig } from '../scoring-config.js';
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
 import { buildView, type EvalView } from '../view.js';
 import { hitFailure, scanRules, type RuleHit } from './rule-scan.js';
-import { clamp } from './schema.js';
+import { clamp } from '../score-math.js';
 
 /** `score` is safety_score: 100 when no adversarial rule fired, minus each fired rule's amount. */
 export interface AdversarialResult extends CheckResult {

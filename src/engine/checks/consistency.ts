@@ -1,7 +1,8 @@
 import type { Failure } from '../../contracts/runtime.js';
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
 import { buildView, type EvalView, type Leaf, type Scalar } from '../view.js';
-import { clamp, SOURCE_KEYS } from './schema.js';
+import { clamp } from '../score-math.js';
+import { SOURCE_KEYS } from './schema.js';
 
 export interface ConsistencyResult extends CheckResult {
   /**
@@ -106,7 +107,7 @@ export function consistencyCheck(input: EngineInput, ctx: EngineContext, view: E
     for (const leaf of view.toolResults) {
       if (leaf.key === '' || leaf.value === null || PROSE_KEYS.has(leaf.key)) continue;
       let set = (byKey ??= new Map()).get(leaf.key);
-      if (set === undefined) byKey.set(leaf.key, (set = new Set()));
+      if (set === undefined) byKey.set(leaf.key, (set = new Set<string>()));
       set.add(norm(leaf.value));
       if (STATUS_KEYS.has(leaf.key) && typeof leaf.value === 'string') statuses.add(normStatus(leaf.value.trim()));
     }

@@ -1,7 +1,7 @@
 import type { Failure } from '../../contracts/runtime.js';
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
 import { buildView, type EvalView } from '../view.js';
-import { clamp } from './schema.js';
+import { clamp } from '../score-math.js';
 
 export interface GoldenResult extends CheckResult {
   /** Ids of the golden rules whose agent glob matched this agent. */

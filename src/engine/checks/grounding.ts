@@ -78,6 +78,14 @@ function evidenceOf(input: EngineInput, view: EvalView): Evidence {
   return { tokens, haystack: parts.join('\n').toLowerCase(), names };
 }
 
+/**
+ * Failures end up in responses and audit rows, and an ungrounded token may be a secret or an id number:
+ * only short plain numbers (prices, quantities) are quoted.
+ */
+function describe(token: string): string {
+  return NUMBER.test(token) && token.length <= 8 ? `"${token}"` : `a ${token.length}-character value`;
+}
+
 function sourceLabel(v: unknown): string | null {
   if (typeof v === 'string') return v;
   if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
@@ -111,7 +119,7 @@ export function groundingCheck(input: EngineInput, ctx: EngineContext, view: Eva
       claims++;
       if (ev.tokens.has(t) || (!NUMBER.test(t) && t.length >= 4 && ev.haystack.includes(t))) grounded++;
       else if (ungroundedReported++ < MAX_CLAIMS_REPORTED) {
-        failures.push({ check: 'grounding', code: 'ungrounded_value', message: `"${t}" is not backed by any tool result or the input`, severity: 'warn', path: leaf.path });
+        failures.push({ check: 'grounding', code: 'ungrounded_value', message: `${describe(t)} is not backed by any tool result or the input`, severity: 'warn', path: leaf.path });
       }
     });
   };

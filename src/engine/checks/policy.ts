@@ -1,7 +1,7 @@
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
 import { buildView, type EvalView } from '../view.js';
 import { hitFailure, scanRules, type RuleHit } from './rule-scan.js';
-import { clamp } from './schema.js';
+import { clamp } from '../score-math.js';
 
 export interface PolicyCheckResult extends CheckResult {
   readonly hits: readonly RuleHit[];

@@ -1,5 +1,6 @@
 import type { Failure } from '../../contracts/runtime.js';
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
+import { clamp } from '../score-math.js';
 import { buildView, type EvalView } from '../view.js';
 
 /** Top-level output keys that carry citations; shared with the grounding check. */
@@ -59,8 +60,4 @@ export function schemaCheck(input: EngineInput, ctx: EngineContext, view: EvalVi
     }
   }
   return { score: clamp(100 - penalty), failures };
-}
-
-export function clamp(x: number): number {
-  return x < 0 ? 0 : x > 100 ? 100 : x;
 }

@@ -1,7 +1,7 @@
 import type { ToolDeclaration } from '../../contracts/manifest.js';
 import type { Failure } from '../../contracts/runtime.js';
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
-import { clamp } from './schema.js';
+import { clamp } from '../score-math.js';
 
 /**
  * Every tool call (at pre-check: the proposed action) and every tool result against the agent's manifest.

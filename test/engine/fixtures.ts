@@ -1,0 +1,75 @@
+import { fileURLToPath } from 'node:url';
+import type { Manifest } from '../../src/contracts/manifest.js';
+import type { ValidateRequest } from '../../src/contracts/runtime.js';
+import { SCORING_CONFIG } from '../../src/engine/scoring-config.js';
+import type { EngineContext } from '../../src/engine/types.js';
+import { loadGoldenFile } from '../../src/policy/golden.js';
+import { loadPolicyDir } from '../../src/policy/loader.js';
+import { loadManifestDir } from '../../src/policy/manifest-files.js';
+import type { GoldenSet } from '../../src/policy/golden.js';
+import type { PolicySet } from '../../src/policy/policy-set.js';
+
+export const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
+
+export interface Shipped {
+  policies: PolicySet;
+  golden: GoldenSet;
+  manifests: Map<string, Manifest>;
+}
+
+let shipped: Promise<Shipped> | null = null;
+
+/** The repository's own policies/, manifests/agents/ and manifests/golden.yaml. */
+export function loadShipped(): Promise<Shipped> {
+  shipped ??= (async () => {
+    const [policies, golden, manifests] = await Promise.all([
+      loadPolicyDir(repo('policies')),
+      loadGoldenFile(repo('manifests/golden.yaml')),
+      loadManifestDir(repo('manifests/agents')),
+    ]);
+    return { policies, golden, manifests: new Map(manifests.map((m) => [m.agent_id, m.manifest])) };
+  })();
+  return shipped;
+}
+
+export async function shippedContext(overrides: Partial<EngineContext> = {}, agent = 'support-bot'): Promise<EngineContext> {
+  const s = await loadShipped();
+  return {
+    manifest: s.manifests.get(agent) ?? null,
+    policies: s.policies,
+    golden: s.golden,
+    config: SCORING_CONFIG,
+    reliability: null,
+    killSwitch: { active: false, reason: '' },
+    judgeScore: null,
+    ...overrides,
+  };
+}
+
+/** The README's worked example, exactly as written there. */
+export function workedExample(): ValidateRequest {
+  return {
+    agent_id: 'support-bot',
+    framework: 'REST',
+    version: '1.0',
+    sdk_version: '1.0.0',
+    request: { user: 'u-42', input: 'What is the status of order 1234?', session_id: null, metadata: {} },
+    execution: {
+      model: 'gpt-4o-mini',
+      tools_called: [{ name: 'lookup_order', args: { order_id: '1234' } }],
+      tool_results: [{ name: 'lookup_order', output: { order_id: '1234', status: 'shipped' } }],
+      latency_ms: 420,
+      tokens: 180,
+      prompt_tokens: 120,
+      completion_tokens: 60,
+    },
+    output: { answer: 'Order 1234 has shipped.', sources: ['lookup_order'] },
+  };
+}
+
+/** The worked example with its output replaced (or merged). */
+export function withOutput(output: Record<string, unknown>): ValidateRequest {
+  const r = workedExample();
+  r.output = output;
+  return r;
+}

@@ -1,0 +1,106 @@
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { compileGoldenSet, emptyGoldenSet, loadGoldenFile } from '../../src/policy/golden.js';
+import { loadPolicyDir } from '../../src/policy/loader.js';
+import { loadManifestDir } from '../../src/policy/manifest-files.js';
+import { compilePolicySet } from '../../src/policy/pack.js';
+import { BUNDLED_GOLDEN_FILE, BUNDLED_MANIFEST_DIR, BUNDLED_POLICY_DIR } from '../../src/policy/paths.js';
+import { emptyPolicySet } from '../../src/policy/policy-set.js';
+
+const tmp = async (t: Tap.Test, files: Record<string, string>): Promise<string> => {
+  const dir = await mkdtemp(join(tmpdir(), 'gov-policy-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+  return dir;
+};
+
+const pack = (rules: string, name = 'p', version = '1.0.0') => `pack: ${name}\nversion: ${version}\nrules:\n${rules}`;
+
+t.test('the shipped default pack loads and covers the required rules', async (t) => {
+  const set = await loadPolicyDir(BUNDLED_POLICY_DIR);
+  t.match(set.version, /^default@1\.0\.0#[0-9a-f]{10}$/);
+  const byId = new Map(set.rules.map((r) => [r.id, r]));
+  for (const id of ['secret-aws-access-key', 'secret-sk-api-key', 'secret-private-key', 'secret-password']) t.equal(byId.get(id)?.effect, 'block', id);
+  t.equal(byId.get('pii-us-ssn')?.effect, 'escalate');
+  t.equal(byId.get('pii-email')?.effect, 'penalty');
+  t.equal(byId.get('injection-in-input')?.gate, 'adversarial');
+  t.ok(set.adversarialRules.input.length > 0);
+  t.equal(set.policyRules.input.length, 0);
+  t.ok(Object.isFrozen(set));
+  t.equal((await loadPolicyDir(BUNDLED_POLICY_DIR)).version, set.version, 'version is a pure function of the content');
+});
+
+t.test('policy version: names, versions and a content hash', async (t) => {
+  const a = await tmp(t, { 'b.yaml': pack('  - {id: r1, targets: output, pattern: x, effect: penalty}', 'beta', '2'), 'a.yml': pack('  - {id: r2, targets: input, pattern: y, effect: block}', 'alpha', '1.1'), 'notes.txt': 'ignored' });
+  const set = await loadPolicyDir(a);
+  t.match(set.version, /^alpha@1\.1\+beta@2#[0-9a-f]{10}$/);
+  t.same(set.packs.map((p) => p.origin), ['a.yml', 'b.yaml']);
+  const b = await tmp(t, { 'b.yaml': pack('  - {id: r1, targets: output, pattern: xx, effect: penalty}', 'beta', '2'), 'a.yml': pack('  - {id: r2, targets: input, pattern: y, effect: block}', 'alpha', '1.1') });
+  const other = await loadPolicyDir(b);
+  t.not(other.version, set.version, 'an edit without a version bump still changes policy_version');
+  t.equal(other.version.split('#')[0], set.version.split('#')[0]);
+  t.equal((await loadPolicyDir(await tmp(t, {}))).version, 'none');
+  t.equal(emptyPolicySet().version, 'none');
+});
+
+t.test('rule defaults and shapes', async (t) => {
+  const set = compilePolicySet([{ origin: 'p.yaml', text: pack(['  - {id: a, targets: [output, output, params], detector: email, effect: penalty}', '  - {id: b, targets: input, pattern: "x", effect: escalate}', '  - {id: c, targets: output, pattern: "y", effect: block}', '  - {id: off, targets: output, pattern: "z", effect: block, enabled: false}'].join('\n')) }]);
+  const [a, b, c] = set.rules;
+  t.same([a.amount, a.severity, a.targets], [15, 'warn', ['output', 'params']]);
+  t.same([b.amount, b.severity], [40, 'error']);
+  t.same([c.amount, c.severity], [100, 'critical']);
+  t.equal(set.rules.length, 3, 'disabled rules are not compiled');
+  t.same(set.policyRules.params.map((r) => r.id), ['a']);
+});
+
+t.test('bad packs fail with the file and the path', async (t) => {
+  const bad = async (text: string, re: RegExp) => {
+    const dir = await tmp(t, { 'broken.yaml': text });
+    await t.rejects(loadPolicyDir(dir), { name: 'PolicyLoadError', message: re });
+  };
+  await bad(pack('  - {id: r, targets: output, pattern: x, effect: explode}'), /broken\.yaml: rules\[0\]\.effect: /);
+  await bad(pack('  - {id: r, targets: everywhere, pattern: x, effect: block}'), /broken\.yaml: rules\[0\]\.targets/);
+  await bad(pack('  - {id: r, targets: output, detector: nonsense, effect: block}'), /rules\[0\]\.detector: unknown detector "nonsense"/);
+  await bad(pack('  - {id: r, targets: output, effect: block}'), /exactly one of `detector` or `pattern`/);
+  await bad(pack('  - {id: r, targets: output, pattern: x, detector: email, effect: block}'), /exactly one/);
+  await bad(pack('  - {id: r, targets: output, pattern: "(a+)+", effect: block}'), /rules\[0\]\.pattern: .*catastrophically/);
+  await bad(pack('  - {id: r, targets: output, pattern: "(", effect: block}'), /rules\[0\]\.pattern: invalid regular expression/);
+  await bad(pack('  - {id: r, targets: output, pattern: x, effect: block, colour: red}'), /rules\[0\]: Unrecognized key/);
+  await bad(pack('  - {id: r, targets: output, pattern: x, effect: penalty, amount: 500}'), /rules\[0\]\.amount/);
+  await bad('pack: p\nrules: []\n', /broken\.yaml: version/);
+  await bad('pack: [unclosed\n', /broken\.yaml: invalid YAML/);
+  await bad(pack('  - {id: r, targets: output, pattern: x, effect: block}\n  - {id: r, targets: output, pattern: y, effect: block}'), /rules\[1\]\.id: "r" is also defined/);
+  const two = await tmp(t, { 'a.yaml': pack('  - {id: r, targets: output, pattern: x, effect: block}'), 'b.yaml': pack('  - {id: q, targets: output, pattern: x, effect: block}') });
+  await t.rejects(loadPolicyDir(two), /b\.yaml: pack: "p" is also defined in .*a\.yaml/);
+  await t.rejects(loadPolicyDir(join(tmpdir(), 'gov-no-such-dir-x')), /cannot read policy directory/);
+});
+
+t.test('golden files', async (t) => {
+  const shipped = await loadGoldenFile(BUNDLED_GOLDEN_FILE);
+  t.ok(shipped.rules.some((r) => r.agents.includes('support-*')));
+  t.ok(shipped.rules[0].matchesAgent('support-bot'));
+  t.notOk(shipped.rules[0].matchesAgent('billing-bot'));
+  t.same(await loadGoldenFile(join(tmpdir(), 'gov-missing-golden.yaml')), emptyGoldenSet());
+  t.throws(() => compileGoldenSet('g.yaml', 'version: "1"\nrules:\n  - {id: x, agents: "*", require_keys: answer}\n'), /g\.yaml: rules\[0\]\.require_keys/);
+  t.throws(() => compileGoldenSet('g.yaml', 'version: "1"\nrules:\n  - {id: x, agents: "*", forbid_patterns: ["(a*)*"]}\n'), /rules\[0\]\.forbid_patterns\[0\]/);
+  const multi = compileGoldenSet('g.yaml', 'version: "1"\nrules:\n  - {id: x, agents: [a-*, "b.?"]}\n');
+  t.ok(multi.rules[0].matchesAgent('a-1') && multi.rules[0].matchesAgent('b.c') && !multi.rules[0].matchesAgent('c'));
+  t.match(multi.version, /^1#[0-9a-f]{10}$/);
+});
+
+t.test('manifest files', async (t) => {
+  const shipped = await loadManifestDir(BUNDLED_MANIFEST_DIR);
+  const support = shipped.find((m) => m.agent_id === 'support-bot');
+  t.ok(support?.manifest.tools.some((x) => x.name === 'lookup_order'));
+  t.notOk('agent_id' in (support?.manifest ?? {}), 'the manifest is returned without its agent_id');
+  t.same(await loadManifestDir(join(tmpdir(), 'gov-no-manifests-here')), []);
+  const dir = await tmp(t, { 'a.yaml': 'agent_id: a\ntools:\n  - name: t\n    max_calls: 0\n' });
+  await t.rejects(loadManifestDir(dir), /a\.yaml: tools\[0\]\.max_calls/);
+  const dup = await tmp(t, { 'a.yaml': 'agent_id: a\ntools: []\n', 'b.yml': 'agent_id: a\ntools: []\n' });
+  await t.rejects(loadManifestDir(dup), /agent_id: "a" is also declared/);
+  const nested = await tmp(t, {});
+  await mkdir(join(nested, 'sub.yaml'));
+  t.same(await loadManifestDir(nested), [], 'directories are skipped');
+});
