@@ -72,6 +72,8 @@ export const PreCheckRequest = z.object({
   input: z.string().default(''),
   model: z.string().max(200).optional(),
   session_id: z.string().max(500).nullable().optional(),
+  /** Free-form context recorded with the row (the sidecar records tool-call links here). */
+  metadata: JsonObject.optional(),
   sdk_version: sdkVersion,
   version: z.string().max(64).optional(),
 });

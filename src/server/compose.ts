@@ -25,6 +25,12 @@ export interface Composed {
   app: FastifyInstance;
   storage: Storage;
   settings: Settings;
+  /** The governance service, shared by the API routes and (in the sidecar) the proxy. */
+  governor: Governor;
+  killSwitch: KillSwitch;
+  manifests: ManifestRegistry;
+  metrics: GovMetrics;
+  logger: Logger;
   /** The bearer token of an embedded gateway (generated when GOV_EMBED_TOKEN is unset). */
   token: string | null;
   tokenGenerated: boolean;
@@ -129,6 +135,11 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     app,
     storage,
     settings,
+    governor,
+    killSwitch,
+    manifests,
+    metrics,
+    logger,
     token,
     tokenGenerated,
     async close() {
