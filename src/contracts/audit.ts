@@ -38,7 +38,8 @@ export const AuditListQuery = z.object({
   agent_id: z.string().max(200).optional(),
   outcome: Outcome.optional(),
   since: z.iso.datetime({ offset: true }).optional(),
-  cursor: z.string().max(64).regex(/^[0-9]+$/, 'cursor must be a value returned as next_cursor').optional(),
+  cursor: z.string().max(64).regex(/^[0-9]+$/, 'cursor must be a value returned as next_cursor')
+    .refine((c) => Number.isSafeInteger(Number(c)), 'cursor must be a value returned as next_cursor').optional(),
 });
 export type AuditListQuery = z.infer<typeof AuditListQuery>;
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -15,6 +15,8 @@ import type { ReviewQueue } from '../runtime/review-queue.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { Authenticator } from './authenticators.js';
 import { authPlugin } from './plugins/auth.js';
+import { jsonDataProblem } from '../contracts/json-data.js';
+import { AppError } from './app-error.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { observabilityPlugin } from './plugins/observability.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
@@ -53,7 +55,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: 'x-request-id',
     return503OnClosing: true,
     routerOptions: { maxParamLength: 200 },
+    // Bad percent-encoding (400), an over-long path parameter (414) and constraint failures bypass the error
+    // handler; answer them in the same {"error": {...}} shape as every other error.
+    frameworkErrors: (err, _req, reply) => {
+      const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 400;
+      void (reply as FastifyReply).code(status).send({ error: { code: 'bad_request', message: err.message } });
+    },
   }).withTypeProvider<ZodTypeProvider>();
+
+  // Before any schema runs: a non-finite number or absurd nesting anywhere in the body is a 422.
+  app.addHook('preValidation', async (req) => {
+    if (req.body === null || typeof req.body !== 'object') return;
+    const problem = jsonDataProblem(req.body);
+    if (problem) throw new AppError('validation_failed', `request body failed validation: ${problem.message}`, { issues: [{ path: `body${problem.path}`, message: problem.message }] });
+  });
 
   app.setValidatorCompiler(validatorCompiler);
   // Responses are typed by the same zod contracts at compile time; re-validating them on every request

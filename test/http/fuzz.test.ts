@@ -235,8 +235,9 @@ const MANIFEST_BASE = {
 function fixedCases(ids: { validate: string; pre: string }): Case[] {
   const json = 'application/json';
   const ex = serialize(workedExample());
-  const withOutput = (o: string) => ex.replace(/"output":\{.*\}\}$/, `"output":${o}}`);
-  const withMetadata = (m: string) => ex.replace('"metadata":{}', `"metadata":${m}`);
+  // The top-level output is the last key and holds no nested object (tool_results[].output comes earlier).
+  const withOutput = (o: string) => ex.replace(/"output":\{[^{}]*\}\}$/, () => `"output":${o}}`);
+  const withMetadata = (m: string) => ex.replace('"metadata":{}', () => `"metadata":${m}`);
   const cases: Case[] = [];
   const routes: Array<[string, string, string]> = [
     ['POST', '/v1/runtime/validate', ex],
@@ -398,7 +399,7 @@ t.test('fuzzed bodies and query strings only ever get 4xx (or 200) with the JSON
 
   const bad = results.filter((r) => r.problem !== null);
   t.same(
-    bad.slice(0, 15).map((r) => ({ case: `${r.c.method} ${r.c.path.slice(0, 120)} [${r.c.label}]`, problem: r.problem, body: r.text.slice(0, 300) })),
+    bad.slice(0, 40).map((r) => ({ case: `${r.c.method} ${r.c.path.slice(0, 120)} [${r.c.label}]`, problem: r.problem, body: r.text.slice(0, 300) })),
     [],
     `every answer is a 4xx with the JSON error body or a 200 (${bad.length} bad)`,
   );

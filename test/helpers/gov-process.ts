@@ -1,0 +1,113 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+/** The built CLI (`npm test` runs `prepare`, which compiles dist/ first). */
+export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+/** A port nobody listens on right now: bind port 0, read it, close. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface GovProcess {
+  child: ChildProcessWithoutNullStreams;
+  /** Base address from the `gov <mode> listening on http://...` line. */
+  url: string;
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<Exit>;
+  /** SIGKILL it if it is still running, and wait for the exit. */
+  kill(): Promise<Exit>;
+}
+
+/** Runs `node dist/cli/main.js <args>` to completion (bounded by timeoutMs, then SIGKILL). */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<Exit & { stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const exit = await new Promise<Exit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  clearTimeout(timer);
+  return { ...exit, stdout, stderr };
+}
+
+/** Spawns `gov <mode>` and resolves once it prints its listening line; rejects if it exits first or times out. */
+export async function startGovProcess(mode: 'embedded' | 'gateway', env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<GovProcess> {
+  const child = spawn(process.execPath, [CLI, mode], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    err = (err + d.toString()).slice(-50_000);
+  });
+  const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const pattern = new RegExp(`gov ${mode} listening on (http://\\S+)`);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`gov ${mode} did not print its listening line within ${timeoutMs} ms; stderr: ${err.slice(-2000)}`));
+    }, timeoutMs);
+    const onData = () => {
+      const m = pattern.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout.off('data', onData);
+        resolve(m[1]);
+      }
+    };
+    child.stdout.on('data', onData);
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`gov ${mode} exited before listening (code ${code}, signal ${signal}); stderr: ${err.slice(-2000)}`));
+    });
+  });
+  return {
+    child,
+    url,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      return exited;
+    },
+  };
+}
+
+export interface JsonResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+export async function httpJson(url: string, init: RequestInit = {}): Promise<JsonResponse> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(15_000), ...init });
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text.length ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  return { status: res.status, headers: res.headers, body, text };
+}
