@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { loadSettings, settingsHelp, SettingsError, type Mode } from '../config/settings.js';
+import { composeSidecar } from '../proxy/sidecar.js';
 import { compose } from '../server/compose.js';
 
 const USAGE = `Usage: gov <mode> [--help]
@@ -8,6 +9,7 @@ const USAGE = `Usage: gov <mode> [--help]
 Modes:
   embedded   the embedded gateway: LMDB ledger, bearer token, 127.0.0.1:8765
   gateway    the full gateway: X-Gov-Token auth (API keys or HS256 JWT), port 8000
+  sidecar    the governing proxy (127.0.0.1:15080) beside the embedded API (127.0.0.1:8765), one ledger
 
 Settings are read from the environment; \`gov <mode> --help\` lists them.
 
@@ -16,25 +18,19 @@ ${settingsHelp('embedded')}
 
 Gateway settings:
 ${settingsHelp('gateway')}
+
+Sidecar settings:
+${settingsHelp('sidecar')}
 `;
 
-async function run(mode: Mode): Promise<void> {
-  const settings = loadSettings(mode);
-  const gw = await compose(settings);
-  const address = await gw.app.listen({ port: settings.port, host: settings.host });
-  const log = gw.app.log;
-  log.info({ address, ledger: settings.dbPath === ':memory:' ? ':memory:' : 'lmdb', env: settings.env, auth: settings.authEnabled }, `gov ${mode} listening`);
-  process.stdout.write(`gov ${mode} listening on ${address}\n`);
-  if (gw.tokenGenerated) {
-    // Printed once, to stdout only, never to the log stream.
-    process.stdout.write(`GOV_EMBED_TOKEN=${gw.token}\n`);
-  }
+/** SIGTERM/SIGINT run `close` once, then exit 0 (or 1 if closing failed). */
+function onSignals(log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void }, close: () => Promise<void>): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: draining requests and committing the ledger');
-    gw.close().then(
+    close().then(
       () => process.exit(0),
       (e: unknown) => {
         log.error({ err: { message: (e as Error).message } }, 'shutdown failed');
@@ -46,10 +42,36 @@ async function run(mode: Mode): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
+async function runSidecar(): Promise<void> {
+  const settings = loadSettings('sidecar');
+  const sc = await composeSidecar(settings);
+  const { proxyUrl, apiUrl } = await sc.listen();
+  const log = sc.composed.logger;
+  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate }, 'gov sidecar listening');
+  process.stdout.write(`gov sidecar listening on ${apiUrl}\ngov sidecar proxy listening on ${proxyUrl}\n`);
+  if (sc.composed.tokenGenerated) process.stdout.write(`GOV_EMBED_TOKEN=${sc.composed.token}\n`);
+  onSignals(log, () => sc.close());
+}
+
+async function run(mode: Mode): Promise<void> {
+  if (mode === 'sidecar') return runSidecar();
+  const settings = loadSettings(mode);
+  const gw = await compose(settings);
+  const address = await gw.app.listen({ port: settings.port, host: settings.host });
+  const log = gw.app.log;
+  log.info({ address, ledger: settings.dbPath === ':memory:' ? ':memory:' : 'lmdb', env: settings.env, auth: settings.authEnabled }, `gov ${mode} listening`);
+  process.stdout.write(`gov ${mode} listening on ${address}\n`);
+  if (gw.tokenGenerated) {
+    // Printed once, to stdout only, never to the log stream.
+    process.stdout.write(`GOV_EMBED_TOKEN=${gw.token}\n`);
+  }
+  onSignals(log, () => gw.close());
+}
+
 async function main(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: false });
   const mode = positionals[0];
-  if (mode !== 'embedded' && mode !== 'gateway') {
+  if (mode !== 'embedded' && mode !== 'gateway' && mode !== 'sidecar') {
     process.stdout.write(USAGE);
     process.exit(values.help || mode === undefined ? 0 : 2);
   }

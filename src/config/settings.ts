@@ -2,8 +2,9 @@ import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
 
-export type Mode = 'embedded' | 'gateway';
+export type Mode = 'embedded' | 'gateway' | 'sidecar';
 
 /** The package root, so shipped policies/ and manifests/ are found wherever `gov` is started from. */
 export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -17,26 +18,38 @@ interface SettingDoc {
 
 /** One table drives both parsing and `gov <mode> --help`, so the two cannot drift apart. */
 export const SETTING_DOCS: SettingDoc[] = [
-  { name: 'GOV_ENV', modes: ['embedded', 'gateway'], default: 'development', help: 'environment name; production disables /docs and /openapi.json and requires auth' },
-  { name: 'GOV_HOST', modes: ['embedded', 'gateway'], default: '127.0.0.1', help: 'address to bind (set 0.0.0.0 inside a container)' },
-  { name: 'GOV_EMBED_PORT', modes: ['embedded'], default: '8765', help: 'embedded gateway port' },
-  { name: 'GOV_EMBED_DB', modes: ['embedded'], default: '.gov/ledger', help: 'LMDB ledger directory; :memory: keeps nothing across runs' },
-  { name: 'GOV_EMBED_TOKEN', modes: ['embedded'], default: '(generated)', help: 'bearer token; if unset an unsigned JWT with tier team is generated and printed once' },
+  { name: 'GOV_ENV', modes: ['embedded', 'gateway', 'sidecar'], default: 'development', help: 'environment name; production disables /docs and /openapi.json and requires auth' },
+  { name: 'GOV_HOST', modes: ['embedded', 'gateway', 'sidecar'], default: '127.0.0.1', help: 'address to bind (set 0.0.0.0 inside a container)' },
+  { name: 'GOV_EMBED_PORT', modes: ['embedded', 'sidecar'], default: '8765', help: 'embedded gateway port' },
+  { name: 'GOV_EMBED_DB', modes: ['embedded', 'sidecar'], default: '.gov/ledger', help: 'LMDB ledger directory; :memory: keeps nothing across runs' },
+  { name: 'GOV_EMBED_TOKEN', modes: ['embedded', 'sidecar'], default: '(generated)', help: 'bearer token; if unset an unsigned JWT with tier team is generated and printed once' },
   { name: 'GOV_PORT', modes: ['gateway'], default: '8000', help: 'gateway port' },
   { name: 'GOV_DB_PATH', modes: ['gateway'], default: '.gov/gateway', help: 'LMDB ledger directory of the gateway (PostgreSQL comes later)' },
   { name: 'AUTH_ENABLED', modes: ['gateway'], default: 'true unless GOV_ENV is development/dev/test', help: 'require X-Gov-Token' },
   { name: 'GOV_API_KEYS', modes: ['gateway'], default: '', help: 'API keys as key:tier,key:tier (tiers free|developer|team|enterprise)' },
   { name: 'GOV_JWT_SECRET', modes: ['gateway'], default: '', help: 'HS256 secret for X-Gov-Token JWTs carrying a tier claim' },
-  { name: 'GOV_MAX_BODY_BYTES', modes: ['embedded', 'gateway'], default: '5242880', help: 'largest accepted request body (413 above)' },
-  { name: 'GOV_KILL_SWITCH', modes: ['embedded', 'gateway'], default: '0', help: '1 blocks every governed call before scoring' },
-  { name: 'RATE_LIMIT_ENABLED', modes: ['embedded', 'gateway'], default: 'true unless GOV_ENV is development/dev/test', help: 'sliding-window rate limits' },
-  { name: 'GOV_RATE_LIMIT_FILE', modes: ['embedded', 'gateway'], default: 'manifests/rate-limits.yaml', help: 'rate-limit overrides (default, window_seconds, agent_overrides)' },
-  { name: 'GOV_MIN_SDK_VERSION', modes: ['embedded', 'gateway'], default: '', help: 'requests with a lower sdk_version get 426' },
-  { name: 'GOV_AUDIT_ENCRYPTION_KEY', modes: ['embedded', 'gateway'], default: '', help: '32-byte key (64 hex chars or base64): payloads stored AES-256-GCM encrypted' },
-  { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway'], default: 'policies', help: 'directory of YAML policy packs' },
-  { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
-  { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway'], default: '240', help: 'review_deadline = decision time + this many minutes' },
-  { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
+  { name: 'GOV_MAX_BODY_BYTES', modes: ['embedded', 'gateway', 'sidecar'], default: '5242880', help: 'largest accepted request body (413 above)' },
+  { name: 'GOV_KILL_SWITCH', modes: ['embedded', 'gateway', 'sidecar'], default: '0', help: '1 blocks every governed call before scoring' },
+  { name: 'RATE_LIMIT_ENABLED', modes: ['embedded', 'gateway', 'sidecar'], default: 'true unless GOV_ENV is development/dev/test', help: 'sliding-window rate limits' },
+  { name: 'GOV_RATE_LIMIT_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests/rate-limits.yaml', help: 'rate-limit overrides (default, window_seconds, agent_overrides)' },
+  { name: 'GOV_MIN_SDK_VERSION', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'requests with a lower sdk_version get 426' },
+  { name: 'GOV_AUDIT_ENCRYPTION_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: '32-byte key (64 hex chars or base64): payloads stored AES-256-GCM encrypted' },
+  { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'policies', help: 'directory of YAML policy packs' },
+  { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
+  { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
+  { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
+  { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },
+  { name: 'GOV_PROXY_HOST', modes: ['sidecar'], default: '127.0.0.1', help: 'address the proxy binds (the agent shares the pod, so loopback is enough)' },
+  { name: 'GOV_UPSTREAM_OPENAI', modes: ['sidecar'], default: 'https://api.openai.com', help: 'where /openai/* is forwarded' },
+  { name: 'GOV_UPSTREAM_ANTHROPIC', modes: ['sidecar'], default: 'https://api.anthropic.com', help: 'where /anthropic/* is forwarded' },
+  { name: 'GOV_UPSTREAM_MCP_<NAME>', modes: ['sidecar'], default: '', help: 'an MCP server (streamable HTTP) served at /mcp/<name>/*; <NAME> is lowercased' },
+  { name: 'GOV_UPSTREAM_TOOL_<NAME>', modes: ['sidecar'], default: '', help: 'a plain HTTP tool served at /tools/<name>/*; <NAME> is lowercased' },
+  { name: 'GOV_PROXY_ROUTES', modes: ['sidecar'], default: '', help: 'YAML routes file naming MCP and tool upstreams (format in docs/proxy-routes.md)' },
+  { name: 'GOV_AGENT_ID', modes: ['sidecar'], default: 'unknown', help: 'agent id of calls that carry no X-Agent-ID header (one sidecar per pod)' },
+  { name: 'GOV_PROXY_ESCALATE', modes: ['sidecar'], default: 'hold', help: 'escalate outcome: hold (403 naming the review envelope) or release (forward/deliver, still queued for review)' },
+  { name: 'GOV_PROXY_GUARD_WINDOW_CHARS', modes: ['sidecar'], default: '128', help: 'streamed text held back until the text after it has been checked; must cover the longest pattern a policy must catch' },
+  { name: 'GOV_PROXY_UPSTREAM_TIMEOUT_MS', modes: ['sidecar'], default: '600000', help: 'upstream timeout: wait for response headers, and the longest pause between body chunks' },
+  { name: 'GOV_PROXY_SHUTDOWN_GRACE_MS', modes: ['sidecar'], default: '30000', help: 'on SIGTERM, how long in-flight proxied calls may take to finish before they are cut' },
 ];
 
 const DEV_ENVS = new Set(['development', 'dev', 'test']);
@@ -92,6 +105,23 @@ export interface Settings {
   manifestDir: string;
   reviewSlaMinutes: number;
   logLevel: string;
+  /** Sidecar only; null in the other modes. */
+  proxy: ProxySettings | null;
+}
+
+export interface ProxySettings {
+  port: number;
+  host: string;
+  upstreamOpenai: string;
+  upstreamAnthropic: string;
+  /** Named MCP and tool upstreams: the GOV_PROXY_ROUTES file, then GOV_UPSTREAM_MCP_<NAME> / GOV_UPSTREAM_TOOL_<NAME>. */
+  namedRoutes: ProxyRoutes;
+  routesFile: string | null;
+  defaultAgentId: string;
+  escalate: 'hold' | 'release';
+  guardWindowChars: number;
+  upstreamTimeoutMs: number;
+  shutdownGraceMs: number;
 }
 
 export class SettingsError extends Error {}
@@ -114,7 +144,8 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   };
   const govEnv = get('GOV_ENV') ?? 'development';
   const isDev = DEV_ENVS.has(govEnv.toLowerCase());
-  const authEnabled = mode === 'embedded' ? true : parse('AUTH_ENABLED', bool, get('AUTH_ENABLED') ?? String(!isDev));
+  const embeddedApi = mode !== 'gateway';
+  const authEnabled = embeddedApi ? true : parse('AUTH_ENABLED', bool, get('AUTH_ENABLED') ?? String(!isDev));
   const logLevel = get('GOV_LOG_LEVEL') ?? 'info';
   parse('GOV_LOG_LEVEL', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), logLevel);
 
@@ -123,8 +154,8 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     env: govEnv,
     isDev,
     host: get('GOV_HOST') ?? '127.0.0.1',
-    port: mode === 'embedded' ? parse('GOV_EMBED_PORT', port, get('GOV_EMBED_PORT') ?? '8765') : parse('GOV_PORT', port, get('GOV_PORT') ?? '8000'),
-    dbPath: mode === 'embedded' ? (get('GOV_EMBED_DB') ?? resolve(cwd, '.gov/ledger')) : (get('GOV_DB_PATH') ?? resolve(cwd, '.gov/gateway')),
+    port: embeddedApi ? parse('GOV_EMBED_PORT', port, get('GOV_EMBED_PORT') ?? '8765') : parse('GOV_PORT', port, get('GOV_PORT') ?? '8000'),
+    dbPath: embeddedApi ? (get('GOV_EMBED_DB') ?? resolve(cwd, '.gov/ledger')) : (get('GOV_DB_PATH') ?? resolve(cwd, '.gov/gateway')),
     embedToken: get('GOV_EMBED_TOKEN') ?? null,
     authEnabled,
     apiKeys: parse('GOV_API_KEYS', apiKeys, get('GOV_API_KEYS') ?? ''),
@@ -139,6 +170,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     logLevel,
+    proxy: mode === 'sidecar' ? loadProxySettings(env, get, parse) : null,
   };
 
   if (mode === 'gateway' && !settings.authEnabled && !isDev) {
@@ -154,6 +186,50 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     parse('GOV_MIN_SDK_VERSION', z.string().regex(/^\d+\.\d+\.\d+/, 'must be a semantic version such as 1.2.0'), settings.minSdkVersion);
   }
   return settings;
+}
+
+const AGENT_ID = /^[\w\-.]{1,200}$/;
+
+function upstreamUrl(name: string, raw: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new SettingsError(`${name}: not a URL: ${raw}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new SettingsError(`${name}: must be an http or https URL`);
+  if (u.search !== '' || u.hash !== '') throw new SettingsError(`${name}: must not carry a query or fragment`);
+  return u.href.replace(/\/+$/, '');
+}
+
+function loadProxySettings(
+  env: NodeJS.ProcessEnv,
+  get: (k: string) => string | undefined,
+  parse: <T>(name: string, schema: z.ZodType<T>, raw: string) => T,
+): ProxySettings {
+  let namedRoutes: ProxyRoutes;
+  try {
+    namedRoutes = loadProxyRoutes(env, get('GOV_PROXY_ROUTES'));
+  } catch (e) {
+    if (e instanceof ProxyRoutesError) throw new SettingsError(e.message);
+    throw e;
+  }
+  const defaultAgentId = get('GOV_AGENT_ID') ?? 'unknown';
+  if (!AGENT_ID.test(defaultAgentId)) throw new SettingsError('GOV_AGENT_ID: must match ^[\\w\\-\\.]+$');
+  return {
+    port: parse('GOV_PROXY_PORT', port, get('GOV_PROXY_PORT') ?? '15080'),
+    host: get('GOV_PROXY_HOST') ?? '127.0.0.1',
+    upstreamOpenai: upstreamUrl('GOV_UPSTREAM_OPENAI', get('GOV_UPSTREAM_OPENAI') ?? 'https://api.openai.com'),
+    upstreamAnthropic: upstreamUrl('GOV_UPSTREAM_ANTHROPIC', get('GOV_UPSTREAM_ANTHROPIC') ?? 'https://api.anthropic.com'),
+    namedRoutes,
+    routesFile: get('GOV_PROXY_ROUTES') ?? null,
+    defaultAgentId,
+    escalate: parse('GOV_PROXY_ESCALATE', z.enum(['hold', 'release']), (get('GOV_PROXY_ESCALATE') ?? 'hold').toLowerCase()),
+    // Below 16 chars not even an AWS key id fits in the window, so a secret could leak half-released.
+    guardWindowChars: parse('GOV_PROXY_GUARD_WINDOW_CHARS', z.coerce.number().int().min(16).max(1_000_000), get('GOV_PROXY_GUARD_WINDOW_CHARS') ?? '128'),
+    upstreamTimeoutMs: parse('GOV_PROXY_UPSTREAM_TIMEOUT_MS', z.coerce.number().int().min(1).max(86_400_000), get('GOV_PROXY_UPSTREAM_TIMEOUT_MS') ?? '600000'),
+    shutdownGraceMs: parse('GOV_PROXY_SHUTDOWN_GRACE_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_PROXY_SHUTDOWN_GRACE_MS') ?? '30000'),
+  };
 }
 
 export function settingsHelp(mode: Mode): string {

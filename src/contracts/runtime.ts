@@ -84,6 +84,8 @@ export const PostCheckRequest = z.object({
   pre_check_envelope_id: z.string().min(1).max(100),
   execution: ExecutionInput,
   output: outputObject,
+  /** Free-form context recorded with the row (the sidecar records how much of a stream it released or withheld). */
+  metadata: JsonObject.optional(),
   sdk_version: sdkVersion,
 });
 export type PostCheckRequest = z.infer<typeof PostCheckRequest>;

@@ -49,6 +49,25 @@ interface StoredPayload {
   response: unknown;
 }
 
+/** A decision whose row is still committing; `committed` rejects if the ledger cannot take it. */
+export interface Deferred<T> {
+  response: T;
+  committed: Promise<void>;
+}
+
+/** A decision whose row is appended when `record()` is first called; the promise is the row's commit. */
+export interface Decided<T> {
+  response: T;
+  record(): Promise<void>;
+}
+
+/** What a caller keeps of its own pre-check to post-check against it without reading the row back. */
+export interface HeldPreCheck {
+  request: PreCheckRequest;
+  envelopeId: string;
+  outcome: Outcome;
+}
+
 const REVIEWED: ReadonlySet<Outcome> = new Set<Outcome>(['escalate', 'request_evidence']);
 
 /**
@@ -139,6 +158,67 @@ export class Governor {
     return response;
   }
 
+  /**
+   * Pre-check for a caller that holds the request itself (the sidecar): the decision is returned at once
+   * and its row is appended when the caller calls `record()` (once; later calls return the same promise).
+   * The sidecar forwards a cleared LLM call and records the pre-check together with its post-check, so
+   * both rows share one ledger commit; it records at once when it refuses or when the call has side
+   * effects. Whoever answers a client must await the row first.
+   */
+  preCheckDecided(req: PreCheckRequest): Decided<PreCheckResponse> {
+    const started = performance.now();
+    const input = fromPreCheck(req);
+    const { result, envelopeId, timestamp } = this.decide(input);
+    const response: PreCheckResponse = {
+      envelope_id: envelopeId,
+      validation: result.validation,
+      risk: result.risk,
+      decision: result.decision,
+      latency_ms: 0,
+      governance_disclosure: result.governance_disclosure,
+    };
+    let committed: Promise<void> | null = null;
+    return {
+      response,
+      record: () => (committed ??= this.persist('pre_check', input, result, envelopeId, timestamp, null, req, response, started)),
+    };
+  }
+
+  /**
+   * Post-check of a pre-check whose request and outcome the caller still holds, so the pre-check row is not
+   * read back (it may still be committing: the ledger appends in call order, so this row lands after it).
+   * Exactly one post-check per pre-check is the caller's duty; the sidecar makes one per proxied call.
+   */
+  postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest): Deferred<PostCheckResponse> {
+    const started = performance.now();
+    const input = fromPostCheck(pre.request, req, pre.envelopeId);
+    let { result, envelopeId, timestamp } = this.decide(input);
+    if (pre.outcome === 'block' && result.decision.outcome !== 'block') {
+      result = { ...result, decision: { ...result.decision, outcome: 'block', reason: `pre-check ${pre.envelopeId} was blocked; ${result.decision.reason}`, review_deadline: null } };
+    }
+    const response: PostCheckResponse = {
+      envelope_id: envelopeId,
+      validation: result.validation,
+      risk: result.risk,
+      decision: result.decision,
+      latency_ms: 0,
+      trust_chain: null,
+      governance_disclosure: result.governance_disclosure,
+      confidence_rationale: result.confidence_rationale,
+      pre_check_envelope_id: pre.envelopeId,
+    };
+    const committed = this.persist('post_check', input, result, envelopeId, timestamp, pre.envelopeId, req, response, started);
+    return { response, committed };
+  }
+
+  /**
+   * The engine's verdict on a draft output, with no row and no review push: the streaming guard window
+   * checks partial output with it and records only the final post-check.
+   */
+  probe(pre: HeldPreCheck, req: PostCheckRequest): EngineResult {
+    return this.evaluateInput(fromPostCheck(pre.request, req, pre.envelopeId));
+  }
+
   /** Re-runs today's engine on a stored envelope; writes a new `decision` row linked to the original. */
   async rerun(envelopeId: string): Promise<DecisionRerunResponse> {
     const started = performance.now();
@@ -174,10 +254,10 @@ export class Governor {
     return response;
   }
 
-  private decide(input: EngineInput): { result: EngineResult; envelopeId: string; timestamp: Date } {
+  private evaluateInput(input: EngineInput): EngineResult {
     const rules = this.d.rules();
     const reliability = this.d.useHistoricalReliability ? reliabilityFromStats(this.d.ledger.agentStats(input.agent_id)) : null;
-    const result = evaluate(input, {
+    return evaluate(input, {
       manifest: this.d.manifests.get(input.agent_id),
       policies: rules.policies,
       golden: rules.golden,
@@ -186,6 +266,10 @@ export class Governor {
       killSwitch: this.d.killSwitch.view(),
       judgeScore: null,
     });
+  }
+
+  private decide(input: EngineInput): { result: EngineResult; envelopeId: string; timestamp: Date } {
+    const result = this.evaluateInput(input);
     const timestamp = this.d.clock();
     if (REVIEWED.has(result.decision.outcome)) {
       result.decision.review_deadline = new Date(timestamp.getTime() + this.d.reviewSlaMinutes * 60_000).toISOString();

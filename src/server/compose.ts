@@ -85,7 +85,9 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
   let token: string | null = null;
   let tokenGenerated = false;
   let authenticator: Authenticator;
-  if (settings.mode === 'embedded') {
+  // The sidecar serves the embedded API beside its proxy: same bearer auth, health path and signals.
+  const embeddedApi = settings.mode !== 'gateway';
+  if (embeddedApi) {
     token = settings.embedToken ?? generateEmbedToken();
     tokenGenerated = settings.embedToken === null;
     authenticator = bearerAuthenticator(token);
@@ -124,7 +126,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     rateRules,
     metrics,
     clock,
-    healthPath: settings.mode === 'embedded' ? '/v1/health' : '/health',
+    healthPath: embeddedApi ? '/v1/health' : '/health',
     health: async () => (settings.mode === 'gateway' ? { ledger: 'ok', ledger_head_seq: storage.ledger.head().seq } : {}),
   };
   const app = await buildApp(deps);

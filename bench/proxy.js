@@ -1,0 +1,251 @@
+// Proxy benchmark (issue 3): the same mock OpenAI upstream (bench/mock-openai.js, its own process) called
+// directly and through a real `gov sidecar` child process with every check and the LMDB ledger on.
+// Latency comes from wrk, whose histogram has microsecond resolution (autocannon rounds to whole ms):
+//   - added latency p50/p99 at a fixed concurrency (16 connections);
+//   - added latency p50/p99 at a fixed ~500 req/s (10 connections, each paced by a Lua delay());
+//   - requests/s through the sidecar at 16 connections;
+// then time to first streamed byte (and to the first content byte, which waits for the guard window)
+// direct vs sidecar, sequential, and the sidecar's peak RSS (VmHWM).
+// wrk is a Debian package: without it this module says so and returns no latency figures.
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest, Agent } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
+const DURATION_S = Number(process.env.BENCH_PROXY_DURATION ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_PROXY_CONNECTIONS ?? 16);
+const RATE = Number(process.env.BENCH_PROXY_RATE ?? 500);
+const RATE_CONNECTIONS = 10;
+const STREAM_SAMPLES = Number(process.env.BENCH_PROXY_STREAM_SAMPLES ?? 200);
+
+const BODY = JSON.stringify({
+  model: 'gpt-4o-mini',
+  messages: [
+    { role: 'system', content: 'You are a helpful support assistant for an online shop.' },
+    { role: 'user', content: 'Can you help me with a question about my order?' },
+  ],
+});
+
+function hasWrk() {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (e) {
+    // wrk --version exits 1 after printing its banner; only a missing binary is ENOENT.
+    return e.code !== 'ENOENT';
+  }
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Spawns a node script and resolves once its stdout matches `ready`. */
+function startProcess(args, env, ready) {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => (err = (err + d).slice(-4000)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} not ready: ${err}`)), 15_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, match: m });
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${err}`)));
+  });
+}
+
+const LUA = `
+wrk.method = "POST"
+wrk.body = os.getenv("WRK_BODY")
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer sk-bench-caller-key"
+wrk.headers["X-Agent-ID"] = "bench-agent"
+local pace = tonumber(os.getenv("WRK_DELAY_MS") or "0")
+if pace > 0 then
+  function delay() return pace end
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("WRKJSON {\\"p50_us\\":%d,\\"p99_us\\":%d,\\"mean_us\\":%f,\\"requests\\":%d,\\"duration_us\\":%d,\\"non2xx\\":%d,\\"errors\\":%d}\\n",
+    latency:percentile(50), latency:percentile(99), latency.mean, summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout))
+end
+`;
+
+const execFileP = promisify(execFile);
+
+/** Async, so the RSS sampler keeps running while wrk does. */
+async function wrk(url, { connections, seconds, delayMs = 0 }, script) {
+  const { stdout: out } = await execFileP('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', script, url], {
+    env: { ...process.env, WRK_BODY: BODY, WRK_DELAY_MS: String(delayMs) },
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+  });
+  const m = /WRKJSON (\{.*\})/.exec(out);
+  if (!m) throw new Error(`unexpected wrk output: ${out}`);
+  const r = JSON.parse(m[1]);
+  return { p50: r.p50_us / 1000, p99: r.p99_us / 1000, rps: r.requests / (r.duration_us / 1e6), non2xx: r.non2xx + r.errors };
+}
+
+/** Sequential streamed calls: ms to the first body byte and to the first byte of assistant text. */
+async function firstBytes(url, samples) {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const body = BODY.replace('"messages"', '"stream":true,"messages"');
+  const first = [];
+  const firstText = [];
+  for (let i = 0; i < samples; i++) {
+    await new Promise((resolve, reject) => {
+      const t0 = performance.now();
+      let gotByte = false;
+      let gotText = false;
+      let buf = '';
+      const req = httpRequest(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-caller-key', 'x-agent-id': 'bench-agent' } }, (res) => {
+        res.setEncoding('utf8');
+        res.on('data', (d) => {
+          const now = performance.now() - t0;
+          if (!gotByte) {
+            gotByte = true;
+            first.push(now);
+          }
+          if (!gotText) {
+            buf += d;
+            if (/"content":"[^"]/.test(buf)) {
+              gotText = true;
+              firstText.push(now);
+            }
+          }
+        });
+        res.on('end', resolve);
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+  agent.destroy();
+  const med = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  return { firstByte: med(first), firstText: med(firstText) };
+}
+
+/** kB fields of /proc/<pid>/status: VmHWM (peak RSS), RssAnon (heap and stacks), RssFile (mapped files: the binary, LMDB's map). */
+function memKb(pid, field) {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+const r3 = (x) => Math.round(x * 1000) / 1000;
+
+export default async function run() {
+  if (!hasWrk()) {
+    const msg = 'wrk is not installed: the proxy latency figures need it (Debian: apt-get install -y wrk)';
+    console.error(`bench proxy: ${msg}`);
+    return { 'proxy bench': `skipped: ${msg}` };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'gov-bench-proxy-'));
+  const script = join(dir, 'post.lua');
+  writeFileSync(script, LUA);
+  const children = [];
+  try {
+    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
+    children.push(mock.child);
+    const mockUrl = `http://127.0.0.1:${mock.match[1]}`;
+    const proxyPort = await freePort();
+    const apiPort = await freePort();
+    const spawned = performance.now();
+    const sidecar = await startProcess(
+      [CLI, 'sidecar'],
+      {
+        GOV_ENV: 'test',
+        GOV_LOG_LEVEL: 'warn',
+        // BENCH_PROXY_DB=:memory: isolates the proxy's own cost from the ledger's disk syncs.
+        GOV_EMBED_DB: process.env.BENCH_PROXY_DB ?? join(dir, 'ledger'),
+        GOV_EMBED_PORT: String(apiPort),
+        GOV_EMBED_TOKEN: 'bench-proxy-token-0123456789abcdef',
+        GOV_PROXY_PORT: String(proxyPort),
+        GOV_UPSTREAM_OPENAI: mockUrl,
+        GOV_KILL_SWITCH: '0',
+      },
+      /gov sidecar proxy listening on (\S+)/,
+    );
+    children.push(sidecar.child);
+    // Ready means /v1/health answers 200 (ledger open, policies loaded), counted from the spawn.
+    while ((await fetch(`http://127.0.0.1:${apiPort}/v1/health`).then((r) => r.status, () => 0)) !== 200) await new Promise((r) => setImmediate(r));
+    const readyMs = performance.now() - spawned;
+    let peakAnonKb = 0;
+    const sampler = setInterval(() => {
+      peakAnonKb = Math.max(peakAnonKb, memKb(sidecar.child.pid, 'RssAnon'));
+    }, 100);
+    const direct = `${mockUrl}/v1/chat/completions`;
+    const proxied = `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`;
+
+    console.error('bench proxy: warm-up');
+    await wrk(proxied, { connections: CONNECTIONS, seconds: 3 }, script);
+    await wrk(direct, { connections: CONNECTIONS, seconds: 1 }, script);
+
+    console.error(`bench proxy: ${CONNECTIONS} connections, ${DURATION_S} s each`);
+    const dC = await wrk(direct, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+    const sC = await wrk(proxied, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+
+    const pace = Math.round((1000 * RATE_CONNECTIONS) / RATE);
+    console.error(`bench proxy: ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${pace} ms apart), ${DURATION_S} s each`);
+    const dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
+    const sR = await wrk(proxied, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
+
+    console.error(`bench proxy: ${STREAM_SAMPLES} sequential streamed calls each`);
+    const dS = await firstBytes(direct, STREAM_SAMPLES);
+    const sS = await firstBytes(proxied, STREAM_SAMPLES);
+    clearInterval(sampler);
+
+    return {
+      'proxy direct p50 ms @500rps': r3(dR.p50),
+      'proxy sidecar p50 ms @500rps': r3(sR.p50),
+      'proxy added p50 ms @500rps': r3(sR.p50 - dR.p50),
+      'proxy added p99 ms @500rps': r3(sR.p99 - dR.p99),
+      'proxy achieved rps (paced)': Math.round(sR.rps),
+      [`proxy added p50 ms @${CONNECTIONS}c`]: r3(sC.p50 - dC.p50),
+      [`proxy added p99 ms @${CONNECTIONS}c`]: r3(sC.p99 - dC.p99),
+      [`proxy direct req/s @${CONNECTIONS}c`]: Math.round(dC.rps),
+      [`proxy sidecar req/s @${CONNECTIONS}c`]: Math.round(sC.rps),
+      'proxy non-2xx': dC.non2xx + sC.non2xx + dR.non2xx + sR.non2xx,
+      'proxy first byte ms direct': r3(dS.firstByte),
+      'proxy first byte ms sidecar': r3(sS.firstByte),
+      'proxy first text byte ms direct': r3(dS.firstText),
+      'proxy first text byte ms sidecar': r3(sS.firstText),
+      'proxy sidecar peak RSS MB': Math.round(memKb(sidecar.child.pid, 'VmHWM') / 1024),
+      'proxy sidecar peak anon RSS MB': Math.round(peakAnonKb / 1024),
+      'proxy sidecar file-backed RSS MB (end)': Math.round(memKb(sidecar.child.pid, 'RssFile') / 1024),
+      'proxy sidecar ready ms': Math.round(readyMs),
+    };
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// `node bench/proxy.js` runs this module alone.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  run().then((r) => console.log(r), (e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

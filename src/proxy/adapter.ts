@@ -1,0 +1,165 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Framework } from '../contracts/common.js';
+import type { ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
+import type { SseEvent } from './sse.js';
+
+/**
+ * The contract between the proxy core and one upstream protocol (OpenAI, Anthropic, MCP, a plain HTTP
+ * tool). The core owns sockets, limits, the pre-check/forward/post-check sequence, the ledger rows, the
+ * streaming guard window and shutdown; an adapter only translates between its protocol and the governor:
+ * what the caller proposes, what the upstream answered, and how a refusal reads in the caller's format.
+ * A new protocol is a new file implementing this interface plus one line in adapters.ts.
+ */
+export interface ProtocolAdapter {
+  /** Route kind this adapter serves (`openai`, `anthropic`, `mcp`, `tool`); also the routes-file `kind`. */
+  readonly kind: string;
+  /** Framework recorded in the pre-check (spec enum). */
+  readonly framework: Framework;
+
+  /**
+   * How the core treats a request to `pathname` (below the route prefix, no query): `governed` (parse
+   * the JSON body, pre-check, post-check), `pass` (audited by one pre-check row, body and response not
+   * inspected) or null (refused with 404: a path this adapter cannot govern is never forwarded blindly).
+   */
+  classify(method: string, pathname: string): 'governed' | 'pass' | null;
+
+  /** The proposed action of a governed request whose body parsed as JSON. Throw ProposalError for a 400. */
+  propose(body: unknown, call: CallContext): Proposal;
+
+  /**
+   * Optional raw-body entry point. When present the core hands over the body bytes unparsed (a tool call
+   * that is a GET or a form, a JSON-RPC body checked for duplicate keys) instead of parsing JSON and
+   * calling propose(). Throw ProposalError for a 400.
+   */
+  proposeRaw?(raw: Buffer, call: CallContext): Proposal;
+
+  /** The upstream's complete (non-streamed) answer as post-check fields. `json` is undefined for a non-JSON body. */
+  inspect(response: UpstreamAnswer, proposal: Proposal): Inspected;
+
+  /**
+   * A stateful reader of one SSE response: called for every upstream event in order. Optional: without
+   * it an SSE answer is read whole and inspected as one (correct, but nothing is released before the end).
+   */
+  openStream?(proposal: Proposal): StreamInspector;
+
+  /**
+   * The body of an error in the caller's own API format. `proposal` is present once the request body was
+   * understood (MCP needs the JSON-RPC id from it).
+   */
+  errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string };
+
+  /** The SSE event that ends a stream the core cut (a withheld part, an upstream failure), in the provider's format. */
+  streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string;
+
+  /**
+   * True for a call with side effects outside the conversation (an MCP `tools/call`, a POST to a tool):
+   * its pre-check row is then durable before the upstream sees the call. Absent or false (LLM calls):
+   * the pre-check row commits together with the post-check row, one ledger commit per call, and a crash
+   * in between loses only a call whose answer nobody received.
+   */
+  recordBeforeForward?(proposal: Proposal): boolean;
+
+  /**
+   * Optional rewrite of a released non-streamed body (MCP filters `tools/list` to declared tools). Return
+   * null to release the upstream bytes unchanged, which is the fast path.
+   */
+  rewriteReleased?(response: UpstreamAnswer, proposal: Proposal, inspected: Inspected): Buffer | null;
+}
+
+/** Per-call facts the core resolved before the adapter sees the body. */
+export interface CallContext {
+  agentId: string;
+  sessionId: string | null;
+  method: string;
+  /** Path below the route prefix, query included, as forwarded. */
+  path: string;
+  pathname: string;
+  headers: IncomingHttpHeaders;
+  /** Route name (`openai`, or the name of a named MCP/tool upstream). */
+  route: string;
+}
+
+/** What the caller proposes to do, in governor terms. */
+export interface Proposal {
+  model: string | null;
+  /** The text the pre-check scans as input (for LLM calls: the last user message). */
+  input: string;
+  user: string | null;
+  /** A tool the caller itself is about to invoke (MCP tools/call, an HTTP tool): checked against the manifest at pre-check. */
+  action?: { name: string; params: Record<string, unknown> };
+  /** Whether the caller asked for a streamed answer (for the record; the upstream's content type decides). */
+  stream: boolean;
+  /** Recorded with both rows; never headers or credentials. */
+  metadata: Record<string, unknown>;
+  /** Results of tools the agent already ran that this request carries (conversation tool messages); post-checked. */
+  toolResults: ToolResultInput[];
+  /** Adapter-private state carried from propose() to inspect()/openStream() (a JSON-RPC id, a parsed body). */
+  state?: unknown;
+}
+
+export interface UpstreamAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  /** The parsed body when it is JSON; undefined otherwise. */
+  json: unknown;
+}
+
+/** The answer as the post-check sees it. */
+export interface Inspected {
+  /** The post-check `output` object (assistant text, requested tool calls, results...). */
+  output: Record<string, unknown>;
+  /** Tool calls the answer asks for (or, for MCP/tools, the call that ran): the tool-trust gate checks these. */
+  toolsCalled: ToolCallInput[];
+  toolResults?: ToolResultInput[];
+  model?: string;
+  tokens?: number;
+  promptTokens?: number;
+  completionTokens?: number;
+}
+
+/** How one upstream SSE event relates to the governed content. */
+export interface StreamEventView {
+  /** Assistant text this event adds; released only once the text after it has been checked (guard window). */
+  text?: string;
+  /**
+   * The atomic unit (a tool call, an MCP result) this event belongs to. Events of a unit are held until
+   * the unit is complete and has passed its check, then released in order.
+   */
+  unit?: number;
+  /** Units this event completes: all their parts are known now, so they can be checked. */
+  completes?: readonly number[];
+}
+
+export interface StreamInspector {
+  onEvent(event: SseEvent): StreamEventView;
+  /** Every unit still open at the end of the stream is complete; called once when the upstream ends. */
+  finish(): readonly number[];
+  /** Everything seen so far as post-check fields: the draft the guard checks and the final post-check records. */
+  snapshot(): Inspected;
+  /** Only the given units, for checking a unit as it completes (output holds just those tool calls). */
+  unitsSnapshot(units: readonly number[]): Inspected;
+}
+
+export type ProxyErrorKind =
+  | 'not_found'
+  | 'payload_too_large'
+  | 'invalid_json'
+  | 'bad_request'
+  | 'governance_blocked'
+  | 'governance_held'
+  | 'upstream_timeout'
+  | 'upstream_unreachable'
+  | 'ledger_unavailable'
+  | 'shutting_down'
+  | 'internal_error';
+
+export interface ProxyErrorInfo {
+  kind: ProxyErrorKind;
+  status: number;
+  message: string;
+  envelopeId?: string;
+}
+
+/** A request body the adapter cannot make sense of: the caller gets a 400 in its format. */
+export class ProposalError extends Error {}

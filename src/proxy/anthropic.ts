@@ -1,0 +1,277 @@
+import type { ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
+import {
+  ProposalError,
+  type CallContext,
+  type Inspected,
+  type Proposal,
+  type ProtocolAdapter,
+  type ProxyErrorInfo,
+  type StreamEventView,
+  type StreamInspector,
+  type UpstreamAnswer,
+} from './adapter.js';
+import { argsObject, clip, contentText, intOrUndefined, isObject, resultValue, str, type Json } from './message-text.js';
+import type { SseEvent } from './sse.js';
+
+/** Reads that cost nothing and produce no model text: forwarded with a pre-check row. */
+const PASS_POST = new Set(['/v1/messages/count_tokens']);
+
+const ERROR_TYPES: Record<ProxyErrorInfo['kind'], string> = {
+  not_found: 'not_found_error',
+  payload_too_large: 'request_too_large',
+  invalid_json: 'invalid_request_error',
+  bad_request: 'invalid_request_error',
+  governance_blocked: 'governance_blocked',
+  governance_held: 'governance_blocked',
+  upstream_timeout: 'timeout_error',
+  upstream_unreachable: 'api_error',
+  ledger_unavailable: 'api_error',
+  shutting_down: 'overloaded_error',
+  internal_error: 'api_error',
+};
+
+function errorObject(err: ProxyErrorInfo): Json {
+  return { type: 'error', error: { type: ERROR_TYPES[err.kind], message: err.message } };
+}
+
+/** Text of the blocks a model writes (text and thinking): all of it reaches the caller, so all of it is checked. */
+function blockText(b: Json): string {
+  if (b.type === 'text' && typeof b.text === 'string') return b.text;
+  if (b.type === 'thinking' && typeof b.thinking === 'string') return b.thinking;
+  return '';
+}
+
+interface BlockDraft {
+  type: string;
+  name: string;
+  json: string;
+  input: unknown;
+  text: string;
+}
+
+function toolFields(blocks: Iterable<{ name: string; input: unknown }>): { entries: Json[]; called: ToolCallInput[] } {
+  const entries: Json[] = [];
+  const called: ToolCallInput[] = [];
+  for (const b of blocks) {
+    const name = b.name === '' ? '(unnamed)' : clip(b.name, 200);
+    entries.push({ name, input: b.input });
+    called.push({ name, args: argsObject(b.input) });
+  }
+  return { entries, called };
+}
+
+/** Anthropic Messages (`POST /v1/messages`, JSON and streaming). */
+export class AnthropicAdapter implements ProtocolAdapter {
+  readonly kind = 'anthropic';
+  readonly framework = 'Claude Agents' as const;
+
+  classify(method: string, pathname: string): 'governed' | 'pass' | null {
+    if (method === 'POST') {
+      if (pathname === '/v1/messages') return 'governed';
+      return PASS_POST.has(pathname) ? 'pass' : null;
+    }
+    return method === 'GET' || method === 'HEAD' ? 'pass' : null;
+  }
+
+  propose(body: unknown, call: CallContext): Proposal {
+    if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
+    const messages = Array.isArray(body.messages) ? body.messages : [];
+    let input = '';
+    let lastUser = -1;
+    for (let i = messages.length - 1; i >= 0; i--) {
+      const m = messages[i];
+      if (!isObject(m) || m.role !== 'user') continue;
+      if (lastUser === -1) lastUser = i;
+      const t = typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? contentText(m.content.filter((b) => isObject(b) && b.type === 'text')) : '';
+      if (t !== '') {
+        input = t;
+        break;
+      }
+    }
+    // Tool results travel in user messages; those of the newest user message are this turn's.
+    const names = new Map<string, string>();
+    const toolResults: ToolResultInput[] = [];
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i];
+      if (!isObject(m) || !Array.isArray(m.content)) continue;
+      for (const b of m.content) {
+        if (!isObject(b)) continue;
+        if (m.role === 'assistant' && b.type === 'tool_use' && typeof b.id === 'string' && typeof b.name === 'string') names.set(b.id, b.name);
+        if (m.role === 'user' && i === messages.length - 1 && b.type === 'tool_result') {
+          const r: ToolResultInput = { name: clip(names.get(str(b.tool_use_id) ?? '') ?? 'unknown_tool', 200), output: resultValue(b.content) };
+          if (b.is_error === true) r.error = 'tool reported an error';
+          toolResults.push(r);
+        }
+      }
+    }
+    const declared: string[] = [];
+    if (Array.isArray(body.tools)) for (const t of body.tools) if (isObject(t) && typeof t.name === 'string') declared.push(t.name);
+    const md = isObject(body.metadata) ? body.metadata : {};
+    const stream = body.stream === true;
+    return {
+      model: str(body.model),
+      input,
+      user: str(md.user_id),
+      stream,
+      toolResults,
+      metadata: { route: call.route, endpoint: call.pathname, stream, declared_tools: declared, messages: messages.length },
+    };
+  }
+
+  inspect(res: UpstreamAnswer): Inspected {
+    const j = isObject(res.json) ? res.json : {};
+    const content = Array.isArray(j.content) ? j.content : [];
+    const texts: string[] = [];
+    const uses: Array<{ name: string; input: unknown }> = [];
+    for (const b of content) {
+      if (!isObject(b)) continue;
+      const t = blockText(b);
+      if (t !== '') texts.push(t);
+      if ((b.type === 'tool_use' || b.type === 'server_tool_use') && typeof b.name === 'string') uses.push({ name: b.name, input: b.input ?? {} });
+    }
+    const { entries, called } = toolFields(uses);
+    const output: Json = { text: texts.join('\n') };
+    if (entries.length > 0) output.tool_calls = entries;
+    const usage = isObject(j.usage) ? j.usage : {};
+    const inTok = intOrUndefined(usage.input_tokens);
+    const outTok = intOrUndefined(usage.output_tokens);
+    return {
+      output,
+      toolsCalled: called,
+      model: str(j.model) ?? undefined,
+      tokens: inTok !== undefined && outTok !== undefined ? inTok + outTok : undefined,
+      promptTokens: inTok,
+      completionTokens: outTok,
+    };
+  }
+
+  openStream(): StreamInspector {
+    return new AnthropicMessageStream();
+  }
+
+  errorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
+    return { contentType: 'application/json', body: JSON.stringify(errorObject(err)) };
+  }
+
+  /** The SDK's stream reader throws an APIError for an `error` event. */
+  streamErrorEvent(err: ProxyErrorInfo): string {
+    return `event: error\ndata: ${JSON.stringify(errorObject(err))}\n\n`;
+  }
+}
+
+/** Content blocks by index; a tool_use block is a unit that completes at its content_block_stop. */
+class AnthropicMessageStream implements StreamInspector {
+  private readonly blocks = new Map<number, BlockDraft>();
+  private readonly open = new Set<number>();
+  private model: string | undefined;
+  private inTok: number | undefined;
+  private outTok: number | undefined;
+
+  onEvent(ev: SseEvent): StreamEventView {
+    if (ev.data === '') return {};
+    let e: unknown;
+    try {
+      e = JSON.parse(ev.data);
+    } catch {
+      return {};
+    }
+    if (!isObject(e)) return {};
+    switch (e.type) {
+      case 'message_start': {
+        const m = isObject(e.message) ? e.message : {};
+        if (typeof m.model === 'string') this.model = m.model;
+        const u = isObject(m.usage) ? m.usage : {};
+        this.inTok = intOrUndefined(u.input_tokens) ?? this.inTok;
+        this.outTok = intOrUndefined(u.output_tokens) ?? this.outTok;
+        return {};
+      }
+      case 'content_block_start': {
+        const i = typeof e.index === 'number' ? e.index : 0;
+        const b = isObject(e.content_block) ? e.content_block : {};
+        const type = str(b.type) ?? 'unknown';
+        const draft: BlockDraft = { type, name: str(b.name) ?? '', json: '', input: b.input ?? {}, text: blockText(b) };
+        this.blocks.set(i, draft);
+        if (type === 'tool_use' || type === 'server_tool_use') {
+          this.open.add(i);
+          return { unit: i };
+        }
+        return draft.text !== '' ? { text: draft.text } : {};
+      }
+      case 'content_block_delta': {
+        const i = typeof e.index === 'number' ? e.index : 0;
+        const d = isObject(e.delta) ? e.delta : {};
+        const draft = this.blocks.get(i);
+        if (d.type === 'input_json_delta') {
+          if (draft !== undefined && typeof d.partial_json === 'string') draft.json += d.partial_json;
+          return { unit: i };
+        }
+        const piece = d.type === 'text_delta' ? str(d.text) : d.type === 'thinking_delta' ? str(d.thinking) : null;
+        if (piece === null || piece === '') return {};
+        if (draft !== undefined) draft.text += piece;
+        return { text: piece };
+      }
+      case 'content_block_stop': {
+        const i = typeof e.index === 'number' ? e.index : 0;
+        if (!this.open.delete(i)) return {};
+        // The stop event belongs to the unit: it leaves with the call it closes.
+        return { unit: i, completes: [i] };
+      }
+      case 'message_delta': {
+        const u = isObject(e.usage) ? e.usage : {};
+        this.outTok = intOrUndefined(u.output_tokens) ?? this.outTok;
+        this.inTok = intOrUndefined(u.input_tokens) ?? this.inTok;
+        return {};
+      }
+      default:
+        return {};
+    }
+  }
+
+  finish(): readonly number[] {
+    const rest = [...this.open];
+    this.open.clear();
+    return rest;
+  }
+
+  private useOf(b: BlockDraft): { name: string; input: unknown } {
+    let input: unknown = b.input;
+    if (b.json !== '') {
+      try {
+        input = JSON.parse(b.json);
+      } catch {
+        input = b.json;
+      }
+    }
+    return { name: b.name, input };
+  }
+
+  snapshot(): Inspected {
+    const texts: string[] = [];
+    const uses: Array<{ name: string; input: unknown }> = [];
+    for (const b of this.blocks.values()) {
+      if (b.type === 'tool_use' || b.type === 'server_tool_use') uses.push(this.useOf(b));
+      else if (b.text !== '') texts.push(b.text);
+    }
+    const { entries, called } = toolFields(uses);
+    const output: Json = { text: texts.join('\n') };
+    if (entries.length > 0) output.tool_calls = entries;
+    return {
+      output,
+      toolsCalled: called,
+      model: this.model,
+      tokens: this.inTok !== undefined && this.outTok !== undefined ? this.inTok + this.outTok : undefined,
+      promptTokens: this.inTok,
+      completionTokens: this.outTok,
+    };
+  }
+
+  unitsSnapshot(units: readonly number[]): Inspected {
+    const uses: Array<{ name: string; input: unknown }> = [];
+    for (const u of units) {
+      const b = this.blocks.get(u);
+      if (b !== undefined) uses.push(this.useOf(b));
+    }
+    const { entries, called } = toolFields(uses);
+    return { output: { tool_calls: entries }, toolsCalled: called, model: this.model };
+  }
+}

@@ -1,0 +1,459 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { once } from 'node:events';
+import type { Logger } from 'pino';
+import type { Outcome } from '../contracts/common.js';
+import type { PostCheckRequest, PostCheckResponse, PreCheckRequest } from '../contracts/runtime.js';
+import type { Governor, HeldPreCheck } from '../runtime/governor.js';
+import type { GovMetrics } from '../telemetry/metrics.js';
+import type { CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
+import { disposition, type EscalatePolicy } from './disposition.js';
+import { callerResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import { clip } from './message-text.js';
+import type { ProxyRoute } from './routes.js';
+import { SseParser, type SseEvent } from './sse.js';
+import { StreamGuard, type StreamAccount } from './stream-guard.js';
+import { classifyUpstreamError, readAll, UpstreamFailure, type UpstreamPools, type UpstreamResponse } from './upstream.js';
+
+/** What every proxied call shares: the governor, the upstream pools and the proxy's settings. */
+export interface ProxyCore {
+  governor: Governor;
+  pools: UpstreamPools;
+  logger: Logger;
+  metrics: GovMetrics;
+  escalate: EscalatePolicy;
+  windowChars: number;
+  upstreamTimeoutMs: number;
+  /** Largest upstream answer read whole for inspection. */
+  maxAnswerBytes: number;
+}
+
+/** One proxied call as the listener hands it over, body already read. */
+export interface ProxyCall {
+  res: ServerResponse;
+  req: IncomingMessage;
+  route: ProxyRoute;
+  ctx: CallContext;
+  /** Path and query requested from the upstream. */
+  upstreamPath: string;
+  body: Buffer;
+  mode: 'governed' | 'pass';
+  /** The parsed proposal of a governed call (the listener parsed it to answer 400 early). */
+  proposal: Proposal;
+  /** Aborted when the caller goes away or the shutdown grace runs out; its reason says which. */
+  abort: AbortController;
+}
+
+export type AbortReason = 'client_closed' | 'shutdown';
+
+const H_ENVELOPE = 'x-gov-envelope-id';
+const H_DECISION = 'x-gov-decision';
+const H_PHASE = 'x-gov-phase';
+const H_PRE = 'x-gov-pre-check-envelope-id';
+const T_FINAL_ENVELOPE = 'x-gov-final-envelope-id';
+const T_FINAL_DECISION = 'x-gov-final-decision';
+
+const STATUS: Record<ProxyErrorKind, number> = {
+  not_found: 404,
+  payload_too_large: 413,
+  invalid_json: 400,
+  bad_request: 400,
+  governance_blocked: 403,
+  governance_held: 403,
+  upstream_timeout: 504,
+  upstream_unreachable: 502,
+  ledger_unavailable: 503,
+  shutting_down: 503,
+  internal_error: 500,
+};
+
+export function errorInfo(kind: ProxyErrorKind, message: string, envelopeId?: string): ProxyErrorInfo {
+  return envelopeId === undefined ? { kind, status: STATUS[kind], message } : { kind, status: STATUS[kind], message, envelopeId };
+}
+
+/** Answers with an error in the caller's API format; headers already sent means the stream is cut instead. */
+export function sendError(res: ServerResponse, adapter: ProtocolAdapter, err: ProxyErrorInfo, extra: OutgoingHttpHeaders = {}, proposal?: Proposal): void {
+  if (res.headersSent) {
+    if (!res.writableEnded) res.end();
+    return;
+  }
+  const { contentType, body } = adapter.errorBody(err, proposal);
+  const headers: OutgoingHttpHeaders = { ...extra, 'content-type': contentType, 'content-length': Buffer.byteLength(body) };
+  // A refusal is final: an SDK must not retry it into the same answer.
+  if (err.status === 403) headers['x-should-retry'] = 'false';
+  res.writeHead(err.status, headers);
+  res.end(body);
+}
+
+function govHeaders(envelopeId: string, outcome: Outcome, phase: 'pre_check' | 'post_check', pre?: string): OutgoingHttpHeaders {
+  const h: OutgoingHttpHeaders = { [H_ENVELOPE]: envelopeId, [H_DECISION]: outcome, [H_PHASE]: phase };
+  if (pre !== undefined) h[H_PRE] = pre;
+  return h;
+}
+
+function refusal(kind: 'pre' | 'post', outcome: Outcome, reason: string, envelopeId: string, held: boolean): ProxyErrorInfo {
+  if (held) return errorInfo('governance_held', `held for human review (${outcome}): ${reason} (review envelope ${envelopeId})`, envelopeId);
+  const what = kind === 'pre' ? 'governance blocked this call before it reached the upstream' : "governance withheld the upstream's answer";
+  return errorInfo('governance_blocked', `${what}: ${reason} (envelope ${envelopeId})`, envelopeId);
+}
+
+function preCheckRequest(call: ProxyCall): PreCheckRequest {
+  const p = call.proposal;
+  const req: PreCheckRequest = {
+    agent_id: call.ctx.agentId,
+    framework: call.route.adapter.framework,
+    params: p.action?.params ?? {},
+    user: clip(p.user ?? 'unknown', 500),
+    input: p.input,
+    session_id: call.ctx.sessionId,
+    metadata: p.metadata,
+  };
+  if (p.model !== null && p.model !== '') req.model = clip(p.model, 200);
+  if (p.action !== undefined) req.action = clip(p.action.name, 200);
+  return req;
+}
+
+function postCheckRequest(held: HeldPreCheck, call: ProxyCall, ins: Inspected, latencyMs: number, metadata?: Record<string, unknown>): PostCheckRequest {
+  const p = call.proposal;
+  const req: PostCheckRequest = {
+    pre_check_envelope_id: held.envelopeId,
+    execution: {
+      model: clip(ins.model ?? p.model ?? 'unknown', 200) || 'unknown',
+      tools_called: ins.toolsCalled,
+      tool_results: ins.toolResults === undefined ? p.toolResults : [...p.toolResults, ...ins.toolResults],
+      latency_ms: Math.round(latencyMs * 1000) / 1000,
+      tokens: ins.tokens,
+      prompt_tokens: ins.promptTokens,
+      completion_tokens: ins.completionTokens,
+    },
+    output: ins.output,
+  };
+  if (metadata !== undefined) req.metadata = metadata;
+  return req;
+}
+
+/** An upstream error answer as the post-check output: it is what the caller will read, so it is checked too. */
+function errorInspected(a: UpstreamAnswer): Inspected {
+  const error = a.json !== undefined ? a.json : clip(a.body.toString('utf8'), 4096);
+  return { output: { upstream_status: a.status, error }, toolsCalled: [] };
+}
+
+function parseJson(body: Buffer, contentType: string): unknown {
+  if (body.length === 0) return undefined;
+  if (!contentType.includes('json') && body[0] !== 0x7b && body[0] !== 0x5b) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One call through the sidecar: pre-check, forward only if it cleared, post-check, then release or
+ * withhold. Never throws: every failure ends as an error in the caller's format.
+ */
+export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
+  const started = performance.now();
+  let status = 0;
+  try {
+    status = call.mode === 'pass' ? await passThrough(core, call) : await governed(core, call);
+  } catch (e) {
+    core.logger.error({ err: { message: (e as Error).message }, agent_id: call.ctx.agentId, route: call.route.prefix }, 'proxy call failed');
+    sendError(call.res, call.route.adapter, errorInfo('internal_error', 'internal sidecar error; see the sidecar log'), {}, call.proposal);
+    status = 500;
+  } finally {
+    const ms = performance.now() - started;
+    core.metrics.recordRequest(`${call.route.prefix}/*`, status || call.res.statusCode, call.ctx.agentId, ms);
+    // Identity, route and outcome only: never a header, a body or a credential.
+    if (core.logger.isLevelEnabled('debug')) {
+      const decision = call.res.getHeader('x-gov-decision');
+      core.logger.debug({ agent_id: call.ctx.agentId, route: call.route.prefix, method: call.ctx.method, path: call.ctx.pathname, status: status || call.res.statusCode, decision, ms: Math.round(ms * 1000) / 1000 }, 'proxied call');
+    }
+  }
+}
+
+interface PreChecked {
+  held: HeldPreCheck;
+  reason: string;
+  /**
+   * Appends the pre-check row (once) and resolves true once it is durable, false if the ledger refused
+   * it. A refusal records at once; a forwarded call records it beside its post-check, in the same ledger
+   * commit, unless the adapter says the call has side effects (then it is durable before forwarding).
+   */
+  durable(): Promise<boolean>;
+}
+
+function preCheck(core: ProxyCore, call: ProxyCall): PreChecked {
+  const request = preCheckRequest(call);
+  const d = core.governor.preCheckDecided(request);
+  let durable: Promise<boolean> | null = null;
+  const record = () =>
+    (durable ??= d.record().then(
+      () => true,
+      (e: unknown) => {
+        core.logger.error({ err: { message: (e as Error).message } }, 'ledger refused a pre-check row');
+        return false;
+      },
+    ));
+  return { held: { request, envelopeId: d.response.envelope_id, outcome: d.response.decision.outcome }, reason: d.response.decision.reason, durable: record };
+}
+
+/** Records the post-check right after the pre-check (same tick, so one ledger commit) and waits for both. */
+function recordBoth(core: ProxyCore, pre: PreChecked, req: PostCheckRequest): { response: PostCheckResponse; durable: Promise<boolean> } {
+  const first = pre.durable();
+  const post = core.governor.postCheckDeferred(pre.held, req);
+  const second = post.committed.then(
+    () => true,
+    (e: unknown) => {
+      core.logger.error({ err: { message: (e as Error).message } }, 'ledger refused a post-check row');
+      return false;
+    },
+  );
+  return { response: post.response, durable: Promise.all([first, second]).then(([a, b]) => a && b) };
+}
+
+/** Answers a refused pre-check (after its row is durable: the envelope id we hand out must exist). */
+async function refusePre(core: ProxyCore, call: ProxyCall, pre: PreChecked): Promise<number> {
+  const held = disposition(pre.held.outcome, core.escalate) === 'hold';
+  const headers = govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check');
+  if (!(await pre.durable())) return ledgerDown(call, headers);
+  const err = refusal('pre', pre.held.outcome, pre.reason, pre.held.envelopeId, held);
+  sendError(call.res, call.route.adapter, err, headers, call.proposal);
+  return err.status;
+}
+
+function ledgerDown(call: ProxyCall, headers: OutgoingHttpHeaders = {}): number {
+  const err = errorInfo('ledger_unavailable', 'the audit ledger could not record this call, so it was not released');
+  sendError(call.res, call.route.adapter, err, headers, call.proposal);
+  return err.status;
+}
+
+function forward(core: ProxyCore, call: ProxyCall): Promise<UpstreamResponse> {
+  return core.pools.request(
+    call.route.target,
+    call.ctx.method,
+    call.upstreamPath,
+    upstreamRequestHeaders(call.ctx.headers),
+    call.body.length > 0 ? call.body : null,
+    call.abort.signal,
+    call.route.timeoutMs,
+  );
+}
+
+/** A path the adapter forwards without reading its answer: audited by one pre-check row. */
+async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
+  const pre = preCheck(core, call);
+  if (disposition(pre.held.outcome, core.escalate) !== 'release') return refusePre(core, call, pre);
+  const headers = govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check');
+  // The only row of a pass-through call: it commits while the upstream answers.
+  void pre.durable();
+  let up: UpstreamResponse;
+  try {
+    up = await forward(core, call);
+  } catch (e) {
+    if (!(await pre.durable())) return ledgerDown(call, headers);
+    return upstreamError(core, call, classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal), headers);
+  }
+  if (!(await pre.durable())) {
+    up.body.destroy();
+    return ledgerDown(call, headers);
+  }
+  call.res.writeHead(up.status, callerResponseHeaders(up.headers, headers));
+  try {
+    for await (const chunk of up.body) {
+      if (!call.res.write(chunk as Buffer)) await once(call.res, 'drain');
+    }
+    call.res.end();
+  } catch {
+    call.res.destroy();
+  }
+  return up.status;
+}
+
+function upstreamError(core: ProxyCore, call: ProxyCall, f: UpstreamFailure, headers: OutgoingHttpHeaders): number {
+  if (f.kind === 'aborted') {
+    const reason = call.abort.signal.reason as AbortReason | undefined;
+    if (reason === 'shutdown') {
+      const err = errorInfo('shutting_down', 'the sidecar is shutting down; the call was cut at the end of its grace period');
+      sendError(call.res, call.route.adapter, err, headers, call.proposal);
+      return err.status;
+    }
+    return 499;
+  }
+  core.logger.warn({ agent_id: call.ctx.agentId, route: call.route.prefix, failure: f.kind }, f.message);
+  const envelopeId = String(headers[H_ENVELOPE]);
+  const err = errorInfo(f.kind === 'timeout' ? 'upstream_timeout' : 'upstream_unreachable', `${f.message} (envelope ${envelopeId})`, envelopeId);
+  sendError(call.res, call.route.adapter, err, headers, call.proposal);
+  return err.status;
+}
+
+async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
+  const pre = preCheck(core, call);
+  if (disposition(pre.held.outcome, core.escalate) !== 'release') return refusePre(core, call, pre);
+  const g = core.governor;
+
+  // Tool results the agent hands back this turn are checked before the model reads them: a result that
+  // smuggles an injection or a secret ends the call here, recorded as its post-check, upstream untouched.
+  if (call.proposal.toolResults.length > 0) {
+    const draft = postCheckRequest(pre.held, call, { output: {}, toolsCalled: [] }, 0);
+    const verdict = g.probe(pre.held, draft);
+    if (disposition(verdict.decision.outcome, core.escalate) !== 'release') {
+      return withhold(core, call, pre, { output: {}, toolsCalled: [] }, 0, { forwarded: false, stopped_by: 'tool_results' });
+    }
+  }
+
+  if (call.route.adapter.recordBeforeForward?.(call.proposal) === true && !(await pre.durable())) {
+    return ledgerDown(call, govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check'));
+  }
+
+  const t0 = performance.now();
+  let up: UpstreamResponse;
+  try {
+    up = await forward(core, call);
+  } catch (e) {
+    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal), performance.now() - t0);
+  }
+  const contentType = String(up.headers['content-type'] ?? '');
+  if (up.status < 300 && contentType.includes('text/event-stream') && call.route.adapter.openStream !== undefined) {
+    return streamed(core, call, pre, up, t0);
+  }
+  let raw: Buffer;
+  try {
+    raw = await readAll(up.body, core.maxAnswerBytes, call.route.timeoutMs, call.abort.signal);
+  } catch (e) {
+    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal), performance.now() - t0);
+  }
+  const latency = performance.now() - t0;
+  const answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
+  const inspected = up.status < 400 ? call.route.adapter.inspect(answer, call.proposal) : errorInspected(answer);
+  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency));
+  const outcome = post.response.decision.outcome;
+  const postId = post.response.envelope_id;
+  const headers = govHeaders(postId, outcome, 'post_check', pre.held.envelopeId);
+  if (!(await post.durable)) return ledgerDown(call, headers);
+  const d = disposition(outcome, core.escalate);
+  if (d !== 'release') {
+    const err = refusal('post', outcome, post.response.decision.reason, postId, d === 'hold');
+    sendError(call.res, call.route.adapter, err, headers, call.proposal);
+    return err.status;
+  }
+  const body = call.route.adapter.rewriteReleased?.(answer, call.proposal, inspected) ?? raw;
+  const out = callerResponseHeaders(up.headers, headers);
+  out['content-length'] = body.length;
+  call.res.writeHead(up.status, out);
+  call.res.end(body);
+  return up.status;
+}
+
+/** Records a post-check over `inspected` and refuses the call with it (the answer is not released). */
+async function withhold(core: ProxyCore, call: ProxyCall, pre: PreChecked, inspected: Inspected, latency: number, metadata: Record<string, unknown>): Promise<number> {
+  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, metadata));
+  const outcome = post.response.decision.outcome;
+  const headers = govHeaders(post.response.envelope_id, outcome, 'post_check', pre.held.envelopeId);
+  if (!(await post.durable)) return ledgerDown(call, headers);
+  const held = disposition(outcome, core.escalate) === 'hold';
+  const err = refusal('post', outcome, post.response.decision.reason, post.response.envelope_id, held);
+  sendError(call.res, call.route.adapter, err, headers, call.proposal);
+  return err.status;
+}
+
+/** The upstream failed or timed out: the failure is the post-check's output, and the caller gets it in its format. */
+async function failedUpstream(core: ProxyCore, call: ProxyCall, pre: PreChecked, f: UpstreamFailure, latency: number): Promise<number> {
+  const abortReason = f.kind === 'aborted' ? ((call.abort.signal.reason as AbortReason | undefined) ?? 'client_closed') : undefined;
+  const output = { upstream_error: abortReason ?? f.kind, message: abortReason === undefined ? f.message : `call aborted: ${abortReason}` };
+  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, { output, toolsCalled: [] }, latency, { upstream_failure: output.upstream_error }));
+  const headers = govHeaders(post.response.envelope_id, post.response.decision.outcome, 'post_check', pre.held.envelopeId);
+  if (!(await post.durable)) return ledgerDown(call, headers);
+  return upstreamError(core, call, f, headers);
+}
+
+/**
+ * A streamed answer through the guard window. The response head leaves as soon as the upstream's does
+ * (carrying the pre-check envelope); the final decision arrives as trailers and, when something is
+ * withheld, as a provider-format error event that ends the stream.
+ */
+async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: UpstreamResponse, t0: number): Promise<number> {
+  const g = core.governor;
+  const adapter = call.route.adapter;
+  const res = call.res;
+  const inspector = adapter.openStream!(call.proposal);
+  const escalate = core.escalate;
+  const check = (draft: Inspected) =>
+    disposition(g.probe(pre.held, postCheckRequest(pre.held, call, draft, 0)).decision.outcome, escalate) === 'release' ? ('pass' as const) : ('withhold' as const);
+
+  // The head names the pre-check envelope, so its row must be durable before the first byte leaves.
+  if (!(await pre.durable())) {
+    up.body.destroy();
+    return ledgerDown(call, govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check'));
+  }
+  const head = callerResponseHeaders(up.headers, govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check'));
+  head.trailer = `${T_FINAL_ENVELOPE}, ${T_FINAL_DECISION}`;
+  head['cache-control'] = 'no-cache';
+  res.writeHead(up.status, head);
+  res.flushHeaders();
+
+  const guard = new StreamGuard({ windowChars: core.windowChars, inspector, check, write: (s) => res.write(s) });
+  const parser = new SseParser();
+  let cut = false;
+  let failure: UpstreamFailure | null = null;
+  const onEvent = (ev: SseEvent) => {
+    if (!cut && !guard.push(ev)) cut = true;
+  };
+  try {
+    for await (const chunk of up.body) {
+      parser.push(chunk as Buffer, onEvent);
+      if (cut) break;
+      if (res.writableNeedDrain) await once(res, 'drain');
+    }
+    if (!cut) parser.end(onEvent);
+  } catch (e) {
+    failure = classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal);
+  }
+  if (cut) up.body.destroy();
+  if (!cut && !guard.finish()) cut = true;
+
+  const latency = performance.now() - t0;
+  const snapshot = inspector.snapshot();
+  // The whole answer decides what happens to the part still held; the row records that decision.
+  let releaseRest = false;
+  if (!cut) {
+    releaseRest = check(snapshot) === 'pass';
+    if (!releaseRest) guard.withholdRest();
+  }
+  const acc: StreamAccount = guard.account(!releaseRest);
+  const aborted = failure?.kind === 'aborted' ? ((call.abort.signal.reason as AbortReason | undefined) ?? 'client_closed') : null;
+  const metadata: Record<string, unknown> = {
+    stream: releaseRest
+      ? { released_bytes: acc.releasedBytes + acc.withheldBytes, released_text_chars: acc.releasedTextChars + acc.withheldTextChars, withheld_bytes: 0, withheld_text_chars: 0, withheld_sha256: null, cut_by: null }
+      : {
+          released_bytes: acc.releasedBytes,
+          released_text_chars: acc.releasedTextChars,
+          withheld_bytes: acc.withheldBytes,
+          withheld_text_chars: acc.withheldTextChars,
+          withheld_sha256: acc.withheldSha256,
+          cut_by: cut ? 'guard_window' : 'final_check',
+        },
+  };
+  if (failure !== null) metadata.upstream_failure = aborted ?? failure.kind;
+  const post = g.postCheckDeferred(pre.held, postCheckRequest(pre.held, call, snapshot, latency, metadata));
+  const outcome = post.response.decision.outcome;
+  const postId = post.response.envelope_id;
+  const committed = await post.committed.then(() => true, () => false);
+
+  if (aborted === 'client_closed') return 499;
+  if (!committed) {
+    res.write(adapter.streamErrorEvent(errorInfo('ledger_unavailable', 'the audit ledger could not record this answer, so its rest was not released'), call.proposal));
+  } else if (releaseRest) {
+    guard.releaseAll();
+    if (failure !== null) {
+      const kind = aborted === 'shutdown' ? 'shutting_down' : failure.kind === 'timeout' ? 'upstream_timeout' : 'upstream_unreachable';
+      res.write(adapter.streamErrorEvent(errorInfo(kind, `${failure.message} (envelope ${postId})`, postId), call.proposal));
+    }
+  } else {
+    const d = disposition(outcome, escalate);
+    const err = refusal('post', outcome, post.response.decision.reason, postId, d === 'hold');
+    res.write(adapter.streamErrorEvent(err, call.proposal));
+  }
+  res.addTrailers({ [T_FINAL_ENVELOPE]: postId, [T_FINAL_DECISION]: outcome });
+  res.end();
+  return up.status;
+}

@@ -1,0 +1,272 @@
+import type { Manifest } from '../../contracts/manifest.js';
+import { ProposalError, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
+import { hasDuplicateKeys } from '../json-duplicate-keys.js';
+import { toolCallLinkMetadata, type ToolCallLinks } from '../tool-call-links.js';
+import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_UNAVAILABLE, MCP_GOVERNANCE_WITHHELD } from './governance-error.js';
+import {
+  classifyJsonRpc,
+  idKey,
+  isResponse,
+  jsonRpcError,
+  JSONRPC_INTERNAL_ERROR,
+  JSONRPC_INVALID_REQUEST,
+  JSONRPC_METHOD_NOT_FOUND,
+  JSONRPC_PARSE_ERROR,
+  parseJsonRpcBody,
+  parseJsonRpcValue,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type JsonRpcResponse,
+  type ParsedBody,
+} from './jsonrpc.js';
+import { mcpMethodTreatment } from './method-policy.js';
+import { encodeSseMessage, readMcpResponseMessages, SseDecoder, sseBlockMessages } from './sse-framing.js';
+import { mcpToolResultOutput, readToolCallParams, type McpToolCall } from './tool-call.js';
+import { filterToolsListResult } from './tools-list-filter.js';
+
+/**
+ * MCP (streamable HTTP) behind the proxy core's one-call-one-proposal sequence (adapter.ts). The core
+ * forwards the caller's bytes as they are, so a POST is either forwarded whole or refused whole: a body
+ * holding anything the proxy cannot govern exactly (an invalid message, a second tools/call, an id-less
+ * tools/call, a near-miss of the method name, a repeated id) is a 400 and never reaches the server.
+ * exchange.ts is the finer-grained alternative that cuts refused calls out of a batch.
+ *
+ * SSE answers are read whole (no openStream): an MCP answer is one result, and reading it whole lets
+ * tools/list filtering and stray-answer removal apply to SSE exactly as to JSON. Progress notifications
+ * then reach the client with the result rather than before it.
+ */
+
+export interface McpAdapterOptions {
+  /** The agent's manifest, for tools/list filtering (null: no tools are shown). */
+  manifest(agentId: string): Manifest | null;
+  links?: ToolCallLinks;
+}
+
+interface McpState {
+  agentId: string;
+  batch: boolean;
+  /** Every request id of the body, in order: refusals answer each of them. */
+  requestIds: JsonRpcId[];
+  call: { id: JsonRpcId; tool: McpToolCall } | null;
+  lists: Set<string>;
+  passing: Set<string>;
+  /** Set once the upstream answered: a governance refusal after that is a withheld result, not a refused call. */
+  answered: boolean;
+}
+
+const JSON_CT = 'application/json';
+
+function stateOf(p: Proposal | undefined): McpState | null {
+  return p?.state !== undefined ? (p.state as McpState) : null;
+}
+
+const ERROR_CODES: Record<ProxyErrorInfo['kind'], number> = {
+  not_found: JSONRPC_METHOD_NOT_FOUND,
+  payload_too_large: JSONRPC_INVALID_REQUEST,
+  invalid_json: JSONRPC_PARSE_ERROR,
+  bad_request: JSONRPC_INVALID_REQUEST,
+  governance_blocked: MCP_GOVERNANCE_REFUSED,
+  governance_held: MCP_GOVERNANCE_REFUSED,
+  // The MCP SDK's own codes for a timed-out request and a lost connection.
+  upstream_timeout: -32001,
+  upstream_unreachable: -32000,
+  ledger_unavailable: MCP_GOVERNANCE_UNAVAILABLE,
+  shutting_down: -32000,
+  internal_error: JSONRPC_INTERNAL_ERROR,
+};
+
+export class McpAdapter implements ProtocolAdapter {
+  readonly kind = 'mcp';
+  readonly framework = 'MCP' as const;
+
+  constructor(
+    private readonly server: string,
+    private readonly opts: McpAdapterOptions,
+  ) {}
+
+  /** POST carries JSON-RPC; GET opens the server's stream and DELETE ends the session: neither is a tool call. */
+  classify(method: string): 'governed' | 'pass' | null {
+    if (method === 'POST') return 'governed';
+    return method === 'GET' || method === 'DELETE' ? 'pass' : null;
+  }
+
+  /**
+   * The raw-body entry point: also refuses a body whose objects repeat a key, which a parsed body can no
+   * longer show (`{"name":"ping_tool","name":"delete_everything"}` reads differently in different parsers).
+   */
+  proposeRaw(raw: Buffer, call: CallContext): Proposal {
+    const text = raw.toString('utf8');
+    const parsed = parseJsonRpcBody(text);
+    if (parsed.ok && hasDuplicateKeys(text)) throw new ProposalError('Invalid Request: an object repeats a key, so servers may read this call differently than it was checked');
+    return this.fromParsed(parsed, call);
+  }
+
+  propose(body: unknown, call: CallContext): Proposal {
+    return this.fromParsed(parseJsonRpcValue(body), call);
+  }
+
+  private fromParsed(parsed: ParsedBody, call: CallContext): Proposal {
+    if (!parsed.ok) throw new ProposalError(parsed.error.error!.message);
+    const state: McpState = { agentId: call.agentId, batch: parsed.batch, requestIds: [], call: null, lists: new Set(), passing: new Set(), answered: false };
+    const methods: string[] = [];
+    for (const p of parsed.messages) {
+      if (p.kind === 'invalid') throw new ProposalError(`Invalid Request: ${p.reason}`);
+      if (p.kind === 'response') continue;
+      const m = p.message;
+      const treatment = mcpMethodTreatment(m.method);
+      if (!methods.includes(m.method)) methods.push(m.method);
+      if (treatment === 'refused') throw new ProposalError(`Invalid Request: method "${m.method}" is not "tools/call" and is refused as ambiguous`);
+      if (p.kind === 'notification') {
+        if (treatment === 'governed') throw new ProposalError('Invalid Request: tools/call needs an id (a call without one has no answer to check)');
+        continue;
+      }
+      const id = p.message.id;
+      const key = idKey(id);
+      if (state.requestIds.some((x) => idKey(x) === key)) throw new ProposalError('Invalid Request: the id is used by more than one request in this batch');
+      state.requestIds.push(id);
+      if (treatment === 'governed') {
+        if (state.call !== null) throw new ProposalError('Invalid Request: one tools/call per HTTP request; send the others separately');
+        const params = readToolCallParams(p.message.params);
+        if (!params.ok) throw new ProposalError(`Invalid params: ${params.message}`);
+        state.call = { id, tool: params.call };
+      } else (treatment === 'filtered' ? state.lists : state.passing).add(key);
+    }
+    const metadata: Record<string, unknown> = { mcp: { server: this.server, methods } };
+    const proposal: Proposal = { model: null, input: '', user: null, stream: false, toolResults: [], metadata, state };
+    if (state.call !== null) {
+      const { id, tool } = state.call;
+      (metadata.mcp as Record<string, unknown>).request_id = id;
+      proposal.action = { name: tool.name, params: tool.arguments };
+      if (this.opts.links) Object.assign(metadata, toolCallLinkMetadata(this.opts.links.claim(call.agentId, call.sessionId, tool.name, tool.arguments)));
+    }
+    return proposal;
+  }
+
+  /** A tools/call acts on the world: its pre-check row is durable before the server sees it. */
+  recordBeforeForward(proposal: Proposal): boolean {
+    return proposal.action !== undefined;
+  }
+
+  inspect(response: UpstreamAnswer, proposal: Proposal): Inspected {
+    const state = stateOf(proposal);
+    if (state === null) return { output: {}, toolsCalled: [] };
+    state.answered = true;
+    if (state.call === null) return { output: {}, toolsCalled: [], model: `mcp:${this.server}` };
+    const { id, tool } = state.call;
+    const key = idKey(id);
+    const answer = answerMessages(response)?.find((m): m is JsonRpcResponse => isResponse(m) && idKey(m.id) === key);
+    let output: Record<string, unknown>;
+    let error: string | null = null;
+    if (answer === undefined) {
+      output = { error: { message: 'the MCP server sent no answer to this tools/call' } };
+      error = 'no answer';
+    } else if (answer.error !== undefined) {
+      output = { error: { code: answer.error.code, message: answer.error.message, ...(answer.error.data !== undefined ? { data: answer.error.data } : {}) } };
+      error = answer.error.message;
+    } else {
+      output = mcpToolResultOutput(answer.result);
+      if (output.isError === true) error = typeof output.text === 'string' && output.text !== '' ? output.text : 'tool reported an error';
+    }
+    return {
+      output,
+      toolsCalled: [{ name: tool.name, args: tool.arguments }],
+      toolResults: [{ name: tool.name, output, error }],
+      model: `mcp:${this.server}`,
+    };
+  }
+
+  /** tools/list results filtered to the manifest; answers to ids the body did not send dropped. */
+  rewriteReleased(response: UpstreamAnswer, proposal: Proposal): Buffer | null {
+    const state = stateOf(proposal);
+    if (state === null) return null;
+    const govern = (m: JsonRpcMessage): JsonRpcMessage | null => {
+      if (!isResponse(m)) return m;
+      const key = idKey(m.id);
+      if (state.lists.has(key)) return m.error !== undefined ? m : { jsonrpc: '2.0', id: m.id, result: filterToolsListResult(m.result, this.opts.manifest(state.agentId)).result };
+      if (state.passing.has(key) || (state.call !== null && idKey(state.call.id) === key)) return m;
+      return m.id === null && m.error !== undefined ? m : null;
+    };
+    const ct = String(response.headers['content-type'] ?? '');
+    if (ct.toLowerCase().startsWith('text/event-stream')) return rewriteSse(response.body, govern);
+    const messages = answerMessages(response);
+    if (messages === null) return null;
+    let changed = false;
+    const out: JsonRpcMessage[] = [];
+    for (const m of messages) {
+      const g = govern(m);
+      if (g !== m) changed = true;
+      if (g !== null) out.push(g);
+    }
+    if (!changed) return null;
+    return Buffer.from(JSON.stringify(!state.batch && out.length === 1 ? out[0] : out));
+  }
+
+  errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string } {
+    const answers = this.errorAnswers(err, proposal);
+    const state = stateOf(proposal);
+    return { contentType: JSON_CT, body: JSON.stringify(state?.batch ? answers : answers[0]) };
+  }
+
+  streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string {
+    return this.errorAnswers(err, proposal)
+      .map((a) => encodeSseMessage(a))
+      .join('');
+  }
+
+  /** One error per request of the body (on its id), or one on id null when none could be read. */
+  private errorAnswers(err: ProxyErrorInfo, proposal?: Proposal): JsonRpcResponse[] {
+    const state = stateOf(proposal);
+    let code = ERROR_CODES[err.kind];
+    if (code === MCP_GOVERNANCE_REFUSED && state?.answered) code = MCP_GOVERNANCE_WITHHELD;
+    const data: Record<string, unknown> = { type: err.kind };
+    if (err.envelopeId !== undefined) data.envelope_id = err.envelopeId;
+    const ids: Array<JsonRpcId | null> = state === null || state.requestIds.length === 0 ? [null] : state.requestIds;
+    return ids.map((id) => jsonRpcError(id, code, err.message, data));
+  }
+}
+
+/** The JSON-RPC messages of an upstream answer, JSON or SSE; null when it is neither. */
+function answerMessages(response: UpstreamAnswer): JsonRpcMessage[] | null {
+  if (response.json !== undefined) {
+    const out: JsonRpcMessage[] = [];
+    for (const v of Array.isArray(response.json) ? response.json : [response.json]) {
+      const p = classifyJsonRpc(v);
+      if (p.kind === 'invalid') return null;
+      out.push(p.message);
+    }
+    return out;
+  }
+  const ct = response.headers['content-type'];
+  return readMcpResponseMessages(typeof ct === 'string' ? ct : null, response.body);
+}
+
+/** Re-frames a whole SSE answer: unchanged events byte for byte, changed ones re-encoded, dropped ones gone. */
+function rewriteSse(body: Buffer, govern: (m: JsonRpcMessage) => JsonRpcMessage | null): Buffer | null {
+  const d = new SseDecoder();
+  let changed = false;
+  let out = '';
+  for (const block of [...d.push(body), ...d.end()]) {
+    const read = sseBlockMessages(block);
+    if (read.kind === 'none') {
+      out += block.raw;
+      continue;
+    }
+    if (read.kind === 'invalid') {
+      changed = true;
+      continue;
+    }
+    const kept: JsonRpcMessage[] = [];
+    let blockChanged = false;
+    for (const m of read.messages) {
+      const g = govern(m);
+      if (g !== m) blockChanged = true;
+      if (g !== null) kept.push(g);
+    }
+    if (!blockChanged) out += block.raw;
+    else {
+      changed = true;
+      if (kept.length > 0) out += encodeSseMessage(kept.length === 1 && read.messages.length === 1 ? kept[0] : kept, block.id);
+    }
+  }
+  return changed ? Buffer.from(out) : null;
+}

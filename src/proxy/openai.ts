@@ -1,0 +1,283 @@
+import type { ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
+import {
+  ProposalError,
+  type CallContext,
+  type Inspected,
+  type Proposal,
+  type ProtocolAdapter,
+  type ProxyErrorInfo,
+  type StreamEventView,
+  type StreamInspector,
+  type UpstreamAnswer,
+} from './adapter.js';
+import { argsObject, clip, contentText, intOrUndefined, isObject, resultValue, str, type Json } from './message-text.js';
+import type { SseEvent } from './sse.js';
+
+/** Endpoints that only read or embed, forwarded with a pre-check row and no output inspection. */
+const PASS_POST = new Set(['/v1/embeddings', '/v1/moderations']);
+
+const ERROR_TYPES: Record<ProxyErrorInfo['kind'], { type: string; code: string }> = {
+  not_found: { type: 'invalid_request_error', code: 'not_found' },
+  payload_too_large: { type: 'invalid_request_error', code: 'payload_too_large' },
+  invalid_json: { type: 'invalid_request_error', code: 'invalid_json' },
+  bad_request: { type: 'invalid_request_error', code: 'bad_request' },
+  governance_blocked: { type: 'governance_blocked', code: 'governance_blocked' },
+  governance_held: { type: 'governance_blocked', code: 'held_for_review' },
+  upstream_timeout: { type: 'api_error', code: 'upstream_timeout' },
+  upstream_unreachable: { type: 'api_error', code: 'upstream_unreachable' },
+  ledger_unavailable: { type: 'api_error', code: 'ledger_unavailable' },
+  shutting_down: { type: 'api_error', code: 'shutting_down' },
+  internal_error: { type: 'api_error', code: 'internal_error' },
+};
+
+function errorObject(err: ProxyErrorInfo): Json {
+  const t = ERROR_TYPES[err.kind];
+  return { error: { message: err.message, type: t.type, param: null, code: t.code } };
+}
+
+interface ToolCallDraft {
+  choice: number;
+  name: string;
+  args: string;
+}
+
+/** Tool calls of an answer as output entries and as tools_called (the tool-trust gate reads the latter). */
+function toolCallFields(calls: Iterable<{ name: string; args: unknown }>): { entries: Json[]; called: ToolCallInput[] } {
+  const entries: Json[] = [];
+  const called: ToolCallInput[] = [];
+  for (const c of calls) {
+    const name = c.name === '' ? '(unnamed)' : clip(c.name, 200);
+    entries.push({ name, arguments: c.args });
+    called.push({ name, args: argsObject(c.args) });
+  }
+  return { entries, called };
+}
+
+/**
+ * OpenAI Chat Completions (`POST /v1/chat/completions`, JSON and `stream: true`). Everything else under
+ * /openai is either a read (GET) or an embedding/moderation call, forwarded with a pre-check row, or
+ * refused: an endpoint that generates text this adapter cannot read is not forwarded ungoverned.
+ */
+export class OpenAiAdapter implements ProtocolAdapter {
+  readonly kind = 'openai';
+  readonly framework = 'OpenAI Agents' as const;
+
+  classify(method: string, pathname: string): 'governed' | 'pass' | null {
+    if (method === 'POST') {
+      if (pathname === '/v1/chat/completions' || pathname === '/chat/completions') return 'governed';
+      return PASS_POST.has(pathname) ? 'pass' : null;
+    }
+    return method === 'GET' || method === 'HEAD' ? 'pass' : null;
+  }
+
+  propose(body: unknown, call: CallContext): Proposal {
+    if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
+    const messages = Array.isArray(body.messages) ? body.messages : [];
+    let input = '';
+    let lastUser = -1;
+    for (let i = messages.length - 1; i >= 0; i--) {
+      const m = messages[i];
+      if (isObject(m) && m.role === 'user') {
+        const t = contentText(m.content);
+        if (lastUser === -1) lastUser = i;
+        if (t !== '') {
+          input = t;
+          break;
+        }
+      }
+    }
+    // Tool results the agent sends back this turn (after the last user message), named by their call ids.
+    const toolResults: ToolResultInput[] = [];
+    const callNames = new Map<string, string>();
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i];
+      if (!isObject(m)) continue;
+      if (m.role === 'assistant' && Array.isArray(m.tool_calls)) {
+        for (const tc of m.tool_calls) {
+          if (isObject(tc) && typeof tc.id === 'string') {
+            const fn = isObject(tc.function) ? tc.function : isObject(tc.custom) ? tc.custom : null;
+            if (fn && typeof fn.name === 'string') callNames.set(tc.id, fn.name);
+          }
+        }
+      }
+      if (i > lastUser && (m.role === 'tool' || m.role === 'function')) {
+        const name = m.role === 'function' ? str(m.name) : callNames.get(str(m.tool_call_id) ?? '');
+        toolResults.push({ name: clip(name ?? 'unknown_tool', 200), output: resultValue(m.content) });
+      }
+    }
+    const declared: string[] = [];
+    if (Array.isArray(body.tools)) {
+      for (const t of body.tools) {
+        if (!isObject(t)) continue;
+        const fn = isObject(t.function) ? t.function : isObject(t.custom) ? t.custom : null;
+        if (fn && typeof fn.name === 'string') declared.push(fn.name);
+        else if (typeof t.type === 'string') declared.push(t.type);
+      }
+    }
+    if (Array.isArray(body.functions)) for (const f of body.functions) if (isObject(f) && typeof f.name === 'string') declared.push(f.name);
+    const user = str(body.user) ?? str(body.safety_identifier);
+    const stream = body.stream === true;
+    return {
+      model: str(body.model),
+      input,
+      user,
+      stream,
+      toolResults,
+      metadata: { route: call.route, endpoint: call.pathname, stream, declared_tools: declared, messages: messages.length },
+    };
+  }
+
+  inspect(res: UpstreamAnswer): Inspected {
+    const j = isObject(res.json) ? res.json : {};
+    const choices = Array.isArray(j.choices) ? j.choices : [];
+    const texts: string[] = [];
+    const calls: Array<{ name: string; args: unknown }> = [];
+    let refusal: string | null = null;
+    for (const c of choices) {
+      const m = isObject(c) && isObject(c.message) ? c.message : null;
+      if (m === null) continue;
+      const t = contentText(m.content);
+      if (t !== '') texts.push(t);
+      if (typeof m.refusal === 'string') refusal = m.refusal;
+      if (Array.isArray(m.tool_calls)) {
+        for (const tc of m.tool_calls) {
+          if (!isObject(tc)) continue;
+          if (isObject(tc.function)) calls.push({ name: str(tc.function.name) ?? '', args: tc.function.arguments ?? '' });
+          else if (isObject(tc.custom)) calls.push({ name: str(tc.custom.name) ?? '', args: tc.custom.input ?? '' });
+        }
+      }
+      if (isObject(m.function_call)) calls.push({ name: str(m.function_call.name) ?? '', args: m.function_call.arguments ?? '' });
+    }
+    const { entries, called } = toolCallFields(calls);
+    const output: Json = { text: texts.join('\n') };
+    if (refusal !== null) output.refusal = refusal;
+    if (entries.length > 0) output.tool_calls = entries;
+    const usage = isObject(j.usage) ? j.usage : {};
+    return {
+      output,
+      toolsCalled: called,
+      model: str(j.model) ?? undefined,
+      tokens: intOrUndefined(usage.total_tokens),
+      promptTokens: intOrUndefined(usage.prompt_tokens),
+      completionTokens: intOrUndefined(usage.completion_tokens),
+    };
+  }
+
+  openStream(): StreamInspector {
+    return new OpenAiChatStream();
+  }
+
+  errorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
+    return { contentType: 'application/json', body: JSON.stringify(errorObject(err)) };
+  }
+
+  /** The SDK's stream reader throws an APIError for a data event carrying `error`. */
+  streamErrorEvent(err: ProxyErrorInfo): string {
+    return `data: ${JSON.stringify(errorObject(err))}\n\n`;
+  }
+}
+
+/** Units are keyed choice * 2^16 + tool index: tool calls of one choice complete in index order. */
+const UNIT_STRIDE = 65536;
+
+class OpenAiChatStream implements StreamInspector {
+  private readonly texts = new Map<number, string>();
+  private readonly calls = new Map<number, ToolCallDraft>();
+  private readonly open = new Set<number>();
+  private model: string | undefined;
+  private usage: Json = {};
+
+  onEvent(ev: SseEvent): StreamEventView {
+    if (ev.data === '' ) return {};
+    if (ev.data.startsWith('[DONE]')) return { completes: this.finish() };
+    let chunk: unknown;
+    try {
+      chunk = JSON.parse(ev.data);
+    } catch {
+      return {};
+    }
+    if (!isObject(chunk)) return {};
+    if (typeof chunk.model === 'string') this.model = chunk.model;
+    if (isObject(chunk.usage)) this.usage = chunk.usage;
+    const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+    let text = '';
+    let unit: number | undefined;
+    const completes: number[] = [];
+    for (const c of choices) {
+      if (!isObject(c)) continue;
+      const ci = typeof c.index === 'number' ? c.index : 0;
+      const d = isObject(c.delta) ? c.delta : {};
+      const piece = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
+      if (piece !== '') {
+        text += piece;
+        this.texts.set(ci, (this.texts.get(ci) ?? '') + piece);
+      }
+      if (Array.isArray(d.tool_calls)) {
+        for (const tc of d.tool_calls) {
+          if (!isObject(tc)) continue;
+          const ti = typeof tc.index === 'number' ? tc.index : 0;
+          const u = ci * UNIT_STRIDE + ti;
+          // A later tool call of the same choice starting means the earlier ones are complete.
+          for (const o of this.open) if (o < u && Math.floor(o / UNIT_STRIDE) === ci) {
+            completes.push(o);
+            this.open.delete(o);
+          }
+          let draft = this.calls.get(u);
+          if (draft === undefined) {
+            draft = { choice: ci, name: '', args: '' };
+            this.calls.set(u, draft);
+            this.open.add(u);
+          }
+          const fn = isObject(tc.function) ? tc.function : isObject(tc.custom) ? tc.custom : null;
+          if (fn !== null) {
+            if (typeof fn.name === 'string') draft.name += fn.name;
+            if (typeof fn.arguments === 'string') draft.args += fn.arguments;
+            if (typeof fn.input === 'string') draft.args += fn.input;
+          }
+          unit = unit === undefined ? u : Math.max(unit, u);
+        }
+      }
+      if (c.finish_reason !== null && c.finish_reason !== undefined) {
+        for (const o of this.open) if (Math.floor(o / UNIT_STRIDE) === ci) {
+          completes.push(o);
+          this.open.delete(o);
+        }
+      }
+    }
+    const view: StreamEventView = {};
+    if (text !== '') view.text = text;
+    if (unit !== undefined) view.unit = unit;
+    if (completes.length > 0) view.completes = completes;
+    return view;
+  }
+
+  finish(): readonly number[] {
+    const rest = [...this.open];
+    this.open.clear();
+    return rest;
+  }
+
+  snapshot(): Inspected {
+    const { entries, called } = toolCallFields([...this.calls.values()].map((d) => ({ name: d.name, args: d.args })));
+    const output: Json = { text: [...this.texts.values()].join('\n') };
+    if (entries.length > 0) output.tool_calls = entries;
+    return {
+      output,
+      toolsCalled: called,
+      model: this.model,
+      tokens: intOrUndefined(this.usage.total_tokens),
+      promptTokens: intOrUndefined(this.usage.prompt_tokens),
+      completionTokens: intOrUndefined(this.usage.completion_tokens),
+    };
+  }
+
+  unitsSnapshot(units: readonly number[]): Inspected {
+    const picked: Array<{ name: string; args: unknown }> = [];
+    for (const u of units) {
+      const d = this.calls.get(u);
+      if (d !== undefined) picked.push({ name: d.name, args: d.args });
+    }
+    const { entries, called } = toolCallFields(picked);
+    return { output: { tool_calls: entries }, toolsCalled: called, model: this.model };
+  }
+}

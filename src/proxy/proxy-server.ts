@@ -1,0 +1,206 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
+import { errorInfo, runCall, sendError, type ProxyCore } from './governed-call.js';
+import type { RouteTable } from './routes.js';
+
+export interface ProxyServerOptions {
+  maxBodyBytes: number;
+  defaultAgentId: string;
+  /** An adapter of a kind, to answer a path that matches no route in that kind's format (`/mcp/nope`). */
+  adapterOfKind?: (kind: string) => ProtocolAdapter | undefined;
+}
+
+const AGENT_ID = /^[\w\-.]{1,200}$/;
+
+/**
+ * The sidecar's listener: node:http (no framework on the hot path), routing by prefix, identity, body
+ * limits, and a count of calls in flight so that shutdown can drain them.
+ */
+export class ProxyServer {
+  readonly server: Server;
+  private readonly inFlight = new Map<IncomingMessage, { done: Promise<void>; abort: AbortController }>();
+  private draining = false;
+  private readonly fallback: { openai: ProtocolAdapter; anthropic: ProtocolAdapter };
+
+  constructor(
+    private readonly core: ProxyCore,
+    private readonly routes: RouteTable,
+    private readonly opts: ProxyServerOptions,
+  ) {
+    const byKind = (k: string) => routes.routes.find((r) => r.kind === k)?.adapter;
+    const openai = byKind('openai') ?? routes.routes[0].adapter;
+    this.fallback = { openai, anthropic: byKind('anthropic') ?? openai };
+    this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => this.onRequest(req, res));
+    // A malformed request line or header never reaches a handler; answer it and keep serving.
+    this.server.on('clientError', (_err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      else socket.destroy();
+    });
+  }
+
+  async listen(port: number, host: string): Promise<string> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const a = this.server.address() as AddressInfo;
+    return `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+  }
+
+  get activeCalls(): number {
+    return this.inFlight.size;
+  }
+
+  /**
+   * Stop accepting, let calls in flight finish for up to `graceMs`, then cut the rest (each still records
+   * its post-check row) and close every connection.
+   */
+  async close(graceMs: number): Promise<void> {
+    this.draining = true;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const pending = () => Promise.all([...this.inFlight.values()].map((c) => c.done));
+    if (this.inFlight.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<'grace'>((resolve) => (timer = setTimeout(() => resolve('grace'), graceMs)));
+      const r = await Promise.race([pending().then(() => 'done' as const), graceOver]);
+      clearTimeout(timer);
+      if (r === 'grace') {
+        for (const c of this.inFlight.values()) c.abort.abort('shutdown');
+        await pending();
+      }
+    }
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  private adapterForUnknown(req: IncomingMessage): ProtocolAdapter {
+    const url = req.url ?? '';
+    const named = url.startsWith('/mcp/') ? 'mcp' : url.startsWith('/tools/') ? 'tool' : null;
+    const byKind = named === null ? undefined : this.opts.adapterOfKind?.(named);
+    if (byKind !== undefined) return byKind;
+    if (url.startsWith('/anthropic') || req.headers['anthropic-version'] !== undefined) return this.fallback.anthropic;
+    return this.fallback.openai;
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    res.on('error', () => undefined);
+    const url = req.url ?? '/';
+    const match = this.routes.match(url);
+    const method = req.method ?? 'GET';
+    if (this.draining) {
+      res.setHeader('connection', 'close');
+      sendError(res, match?.route.adapter ?? this.adapterForUnknown(req), errorInfo('shutting_down', 'the sidecar is shutting down; retry against its replacement'));
+      req.resume();
+      return;
+    }
+    if (match === null) {
+      sendError(res, this.adapterForUnknown(req), errorInfo('not_found', `no proxy route for ${method} ${url.split('?')[0]}; routes are /openai/*, /anthropic/*, /mcp/{name}/*, /tools/{name}/*`));
+      req.resume();
+      return;
+    }
+    const adapter = match.route.adapter;
+    const mode = adapter.classify(method, match.restPathname);
+    if (mode === null) {
+      sendError(res, adapter, errorInfo('not_found', `${method} ${match.restPathname} is not a path the ${match.route.kind} route governs, so it is not forwarded`));
+      req.resume();
+      return;
+    }
+    const rawAgent = req.headers['x-agent-id'];
+    const agentId = typeof rawAgent === 'string' && rawAgent !== '' ? rawAgent : this.opts.defaultAgentId;
+    if (!AGENT_ID.test(agentId)) {
+      sendError(res, adapter, errorInfo('bad_request', 'X-Agent-ID must match ^[\\w\\-\\.]+$ (at most 200 characters)'));
+      req.resume();
+      return;
+    }
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > this.opts.maxBodyBytes) return this.tooLarge(req, res, adapter);
+
+    const abort = new AbortController();
+    const entry = { done: Promise.resolve(), abort };
+    this.inFlight.set(req, entry);
+    res.on('close', () => {
+      if (!res.writableFinished) abort.abort('client_closed');
+    });
+    entry.done = this.readBody(req)
+      .then((body) => {
+        if (body === 'too_large') return this.tooLarge(req, res, adapter);
+        if (body === 'aborted') return;
+        const rawSession = req.headers['x-gov-session-id'];
+        const ctx: CallContext = {
+          agentId,
+          sessionId: typeof rawSession === 'string' && rawSession !== '' ? rawSession.slice(0, 500) : null,
+          method,
+          path: match.rest,
+          pathname: match.restPathname,
+          headers: req.headers,
+          route: match.route.name,
+        };
+        let proposal: Proposal;
+        if (mode === 'governed' && adapter.proposeRaw !== undefined) {
+          try {
+            proposal = adapter.proposeRaw(body, ctx);
+          } catch (e) {
+            if (e instanceof ProposalError) return sendError(res, adapter, errorInfo('bad_request', e.message));
+            throw e;
+          }
+        } else if (mode === 'governed') {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(body.toString('utf8'));
+          } catch {
+            return sendError(res, adapter, errorInfo('invalid_json', 'the request body is not valid JSON'));
+          }
+          try {
+            proposal = adapter.propose(parsed, ctx);
+          } catch (e) {
+            if (e instanceof ProposalError) return sendError(res, adapter, errorInfo('bad_request', e.message));
+            throw e;
+          }
+        } else {
+          proposal = { model: null, input: '', user: null, stream: false, toolResults: [], metadata: { route: ctx.route, endpoint: ctx.pathname, method, governed: false } };
+        }
+        return runCall(this.core, { req, res, route: match.route, ctx, upstreamPath: match.upstreamPath, body, mode, proposal, abort });
+      })
+      .catch((e: unknown) => {
+        this.core.logger.error({ err: { message: (e as Error).message } }, 'proxy request failed');
+        sendError(res, adapter, errorInfo('internal_error', 'internal sidecar error; see the sidecar log'));
+      })
+      .finally(() => this.inFlight.delete(req));
+  }
+
+  private tooLarge(req: IncomingMessage, res: ServerResponse, adapter: ProtocolAdapter): void {
+    // The rest of the body is not read: close the connection after the answer instead of draining it.
+    res.setHeader('connection', 'close');
+    sendError(res, adapter, errorInfo('payload_too_large', `request body exceeds GOV_MAX_BODY_BYTES (${this.opts.maxBodyBytes} bytes)`));
+    req.resume();
+  }
+
+  private readBody(req: IncomingMessage): Promise<Buffer | 'too_large' | 'aborted'> {
+    const max = this.opts.maxBodyBytes;
+    return new Promise((resolve) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let over = false;
+      req.on('data', (c: Buffer) => {
+        if (over) return;
+        size += c.length;
+        if (size > max) {
+          over = true;
+          resolve('too_large');
+          return;
+        }
+        chunks.push(c);
+      });
+      req.on('end', () => {
+        if (!over) resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      });
+      req.on('error', () => resolve('aborted'));
+      req.on('aborted', () => resolve('aborted'));
+    });
+  }
+}

@@ -1,0 +1,97 @@
+import { SettingsError, type ProxySettings } from '../config/settings.js';
+import type { ProtocolAdapter } from './adapter.js';
+import { parseTarget, type UpstreamTarget } from './upstream.js';
+
+export interface ProxyRoute {
+  kind: string;
+  name: string;
+  /** Path prefix on the proxy, e.g. `/openai` or `/mcp/github`. */
+  prefix: string;
+  target: UpstreamTarget;
+  /** Upstream timeout of this route (a named route may set its own). */
+  timeoutMs: number;
+  adapter: ProtocolAdapter;
+}
+
+export interface RouteMatch {
+  route: ProxyRoute;
+  /** The request path below the prefix, query included; at least `/`. */
+  rest: string;
+  restPathname: string;
+  /** Path and query to request from the upstream: the route URL's own path joined with `rest`. */
+  upstreamPath: string;
+}
+
+/** Where a route of each kind is served. Named kinds carry their name as the second path segment. */
+export function routePrefix(kind: string, name: string): string {
+  if (kind === 'mcp') return `/mcp/${name}`;
+  if (kind === 'tool') return `/tools/${name}`;
+  return `/${kind}`;
+}
+
+export class RouteTable {
+  private readonly byPrefix = new Map<string, ProxyRoute>();
+
+  constructor(readonly routes: readonly ProxyRoute[]) {
+    for (const r of routes) this.byPrefix.set(r.prefix, r);
+  }
+
+  /** `/openai/v1/x?y` → the openai route and `/v1/x?y`; `/mcp/github/...` → the github MCP route. */
+  match(path: string): RouteMatch | null {
+    const q = path.indexOf('?');
+    const pathname = q === -1 ? path : path.slice(0, q);
+    const s1 = pathname.indexOf('/', 1);
+    const first = s1 === -1 ? pathname : pathname.slice(0, s1);
+    let route = this.byPrefix.get(first);
+    if (route === undefined && s1 !== -1) {
+      const s2 = pathname.indexOf('/', s1 + 1);
+      // Named routes are case-insensitive (routes-file.ts stores them lower-cased).
+      route = this.byPrefix.get((s2 === -1 ? pathname : pathname.slice(0, s2)).toLowerCase());
+    }
+    if (route === undefined) return null;
+    const restPathname = pathname.slice(route.prefix.length) || '/';
+    const query = q === -1 ? '' : path.slice(q);
+    const base = route.target.basePath;
+    // `/mcp/orders` reaches the route URL exactly as written (some servers answer `/mcp/` but redirect
+    // `/mcp`); anything below it is appended to the URL's path.
+    const upstreamPath = pathname.length === route.prefix.length ? (base || '/') + query : base.replace(/\/+$/, '') + restPathname + query;
+    return { route, rest: restPathname + query, restPathname, upstreamPath };
+  }
+}
+
+export type AdapterFactory = (route: { kind: string; name: string }) => ProtocolAdapter;
+
+interface Upstream {
+  kind: string;
+  name: string;
+  url: string;
+  timeoutMs: number | null;
+}
+
+/**
+ * The route table of a sidecar: the two LLM providers and the named MCP/tool upstreams (routes-file.ts:
+ * the GOV_PROXY_ROUTES file, then GOV_UPSTREAM_MCP_<NAME>/GOV_UPSTREAM_TOOL_<NAME>). A kind without an
+ * adapter stops the start: its traffic would otherwise pass ungoverned.
+ */
+export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<string, AdapterFactory>>): RouteTable {
+  const all: Upstream[] = [
+    { kind: 'openai', name: 'openai', url: proxy.upstreamOpenai, timeoutMs: null },
+    { kind: 'anthropic', name: 'anthropic', url: proxy.upstreamAnthropic, timeoutMs: null },
+  ];
+  for (const u of proxy.namedRoutes.mcp.values()) all.push({ kind: 'mcp', name: u.name, url: u.url, timeoutMs: u.timeoutMs });
+  for (const u of proxy.namedRoutes.tools.values()) all.push({ kind: 'tool', name: u.name, url: u.url, timeoutMs: u.timeoutMs });
+  const routes: ProxyRoute[] = [];
+  for (const u of all) {
+    const factory = adapters[u.kind];
+    if (factory === undefined) throw new SettingsError(`route ${routePrefix(u.kind, u.name)}: no ${u.kind} adapter in this build, refusing to forward its traffic ungoverned`);
+    routes.push({
+      kind: u.kind,
+      name: u.name,
+      prefix: routePrefix(u.kind, u.name),
+      target: parseTarget(u.url),
+      timeoutMs: u.timeoutMs ?? proxy.upstreamTimeoutMs,
+      adapter: factory({ kind: u.kind, name: u.name }),
+    });
+  }
+  return new RouteTable(routes);
+}

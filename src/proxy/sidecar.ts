@@ -1,0 +1,74 @@
+import type { Settings } from '../config/settings.js';
+import { compose, type ComposeOptions, type Composed } from '../server/compose.js';
+import { ADAPTERS } from './adapters.js';
+import type { ProxyCore } from './governed-call.js';
+import { ProxyServer } from './proxy-server.js';
+import { buildRouteTable, type AdapterFactory, type RouteTable } from './routes.js';
+import { UpstreamPools } from './upstream.js';
+
+export interface Sidecar {
+  /** The embedded API's composition (app, governor, ledger...), shared with the proxy. */
+  composed: Composed;
+  proxy: ProxyServer;
+  routes: RouteTable;
+  /** Binds the proxy (GOV_PROXY_HOST:GOV_PROXY_PORT) and the API (GOV_HOST:GOV_EMBED_PORT). */
+  listen(ports?: { proxyPort?: number; apiPort?: number }): Promise<{ proxyUrl: string; apiUrl: string }>;
+  /** SIGTERM path: stop accepting on both ports, drain proxied calls (bounded by the grace), commit and close the ledger. */
+  close(): Promise<void>;
+}
+
+export interface SidecarOptions extends ComposeOptions {
+  /** Extra or replacement adapters (tests, later protocols). */
+  adapters?: Readonly<Record<string, AdapterFactory>>;
+}
+
+/**
+ * The sidecar mode as a composition: the embedded API (compose()) plus the proxy, sharing one governor,
+ * ledger, kill switch and manifest set. Nothing in the routes or the engine knows which mode runs.
+ */
+export async function composeSidecar(settings: Settings, opts: SidecarOptions = {}): Promise<Sidecar> {
+  const proxySettings = settings.proxy;
+  if (proxySettings === null) throw new Error('composeSidecar needs sidecar settings (loadSettings("sidecar"))');
+  const adapters = { ...ADAPTERS, ...opts.adapters };
+  const routes = buildRouteTable(proxySettings, adapters);
+  const composed = await compose(settings, opts);
+  const pools = new UpstreamPools(proxySettings.upstreamTimeoutMs);
+  const core: ProxyCore = {
+    governor: composed.governor,
+    pools,
+    logger: composed.logger,
+    metrics: composed.metrics,
+    escalate: proxySettings.escalate,
+    windowChars: proxySettings.guardWindowChars,
+    upstreamTimeoutMs: proxySettings.upstreamTimeoutMs,
+    // An LLM answer is far below this; the bound only stops a broken upstream from exhausting memory.
+    maxAnswerBytes: Math.max(64 * 1024 * 1024, settings.maxBodyBytes),
+  };
+  const unnamed = new Map<string, ReturnType<AdapterFactory> | undefined>();
+  const adapterOfKind = (kind: string) => {
+    if (!unnamed.has(kind)) unnamed.set(kind, adapters[kind]?.({ kind, name: '' }));
+    return unnamed.get(kind);
+  };
+  const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, defaultAgentId: proxySettings.defaultAgentId, adapterOfKind });
+
+  let closing: Promise<void> | null = null;
+  return {
+    composed,
+    proxy,
+    routes,
+    async listen(ports = {}) {
+      const proxyUrl = await proxy.listen(ports.proxyPort ?? proxySettings.port, proxySettings.host);
+      const apiUrl = await composed.app.listen({ port: ports.apiPort ?? settings.port, host: settings.host });
+      return { proxyUrl, apiUrl };
+    },
+    close() {
+      closing ??= (async () => {
+        // Both ports stop taking calls at once; the ledger closes only after the last proxied row committed.
+        await Promise.all([proxy.close(proxySettings.shutdownGraceMs), composed.app.close()]);
+        await pools.close();
+        await composed.close();
+      })();
+      return closing;
+    },
+  };
+}

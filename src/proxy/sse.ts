@@ -1,0 +1,102 @@
+import { StringDecoder } from 'node:string_decoder';
+
+/** One server-sent event with the exact text it arrived as, so a released event is forwarded byte for byte. */
+export interface SseEvent {
+  /** The `event:` field, or null for the default `message` event. */
+  event: string | null;
+  /** `data:` lines joined with "\n" (the SSE rule). */
+  data: string;
+  /** The event as received, terminating blank line included. */
+  raw: string;
+}
+
+/**
+ * Incremental SSE parser (WHATWG event-stream framing). Chunks may split lines, CRLF pairs and UTF-8
+ * sequences anywhere; the decoder and the held-back tail take care of all three.
+ */
+export class SseParser {
+  private readonly decoder = new StringDecoder('utf8');
+  private buf = '';
+  private event: string | null = null;
+  private data: string[] = [];
+  /** Offset in buf where the current event's raw text begins. */
+  private start = 0;
+  /** Offset in buf of the next line to read. */
+  private pos = 0;
+
+  push(chunk: Buffer, emit: (e: SseEvent) => void): void {
+    this.buf += this.decoder.write(chunk);
+    this.drain(emit);
+  }
+
+  /** The stream ended: an event without its closing blank line is still an event (lenient, like the SDKs). */
+  end(emit: (e: SseEvent) => void): void {
+    this.buf += this.decoder.end();
+    this.drain(emit);
+    if (this.pos < this.buf.length) {
+      this.line(this.buf.slice(this.pos));
+      this.pos = this.buf.length;
+    }
+    if (this.start < this.buf.length) this.dispatch(this.buf.length, emit);
+  }
+
+  /** Text received but not yet part of a complete event. */
+  pendingText(): string {
+    return this.buf.slice(this.start);
+  }
+
+  private drain(emit: (e: SseEvent) => void): void {
+    const b = this.buf;
+    for (;;) {
+      let nl = -1;
+      let width = 1;
+      for (let i = this.pos; i < b.length; i++) {
+        const c = b.charCodeAt(i);
+        if (c === 10) {
+          nl = i;
+          break;
+        }
+        if (c === 13) {
+          // A CR at the very end may be the first half of a CRLF that the next chunk completes.
+          if (i + 1 >= b.length) break;
+          nl = i;
+          width = b.charCodeAt(i + 1) === 10 ? 2 : 1;
+          break;
+        }
+      }
+      if (nl === -1) break;
+      const line = b.slice(this.pos, nl);
+      this.pos = nl + width;
+      if (line === '') this.dispatch(this.pos, emit);
+      else this.line(line);
+    }
+    if (this.start > 0 && this.start === this.pos) {
+      this.buf = b.slice(this.start);
+      this.pos -= this.start;
+      this.start = 0;
+    } else if (this.start > 65536) {
+      this.buf = b.slice(this.start);
+      this.pos -= this.start;
+      this.start = 0;
+    }
+  }
+
+  private line(line: string): void {
+    if (line.charCodeAt(0) === 58) return; // ":" comment
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    if (field === 'data') this.data.push(value);
+    else if (field === 'event') this.event = value;
+  }
+
+  private dispatch(end: number, emit: (e: SseEvent) => void): void {
+    const raw = this.buf.slice(this.start, end);
+    const ev: SseEvent = { event: this.event, data: this.data.join('\n'), raw };
+    this.start = end;
+    this.event = null;
+    this.data = [];
+    emit(ev);
+  }
+}

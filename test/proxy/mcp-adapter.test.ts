@@ -1,0 +1,111 @@
+import t from 'tap';
+import { ProposalError, type CallContext, type UpstreamAnswer } from '../../src/proxy/adapter.js';
+import { McpAdapter } from '../../src/proxy/mcp/adapter.js';
+import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/mcp/governance-error.js';
+import { decodeSseMessages, encodeSseMessage } from '../../src/proxy/mcp/sse-framing.js';
+import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
+
+const ctx: CallContext = { agentId: 'a1', sessionId: null, method: 'POST', path: '/', pathname: '/', headers: {}, route: 'orders' };
+const manifest = { tools: [{ name: 'lookup_order' }] };
+const adapter = (links?: ToolCallLinks) => new McpAdapter('orders', links ? { manifest: () => manifest, links } : { manifest: () => manifest });
+const call = (id: number | string, name: string, args?: unknown) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: args === undefined ? { name } : { name, arguments: args } });
+const json = (v: unknown, status = 200): UpstreamAnswer => ({ status, headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify(v)), json: v });
+const refusedAs400 = (fn: () => unknown): boolean => {
+  try {
+    fn();
+    return false;
+  } catch (e) {
+    return e instanceof ProposalError;
+  }
+};
+const sse = (s: string): UpstreamAnswer => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: Buffer.from(s), json: undefined });
+
+t.test('classify: POST governed, GET and DELETE pass, nothing else', async (t) => {
+  const a = adapter();
+  t.equal(a.classify('POST'), 'governed');
+  t.equal(a.classify('GET'), 'pass');
+  t.equal(a.classify('DELETE'), 'pass');
+  t.equal(a.classify('PUT'), null);
+});
+
+t.test('propose: a tools/call is the action; other methods propose none', async (t) => {
+  const links = new ToolCallLinks();
+  links.recordRequested({ agentId: 'a1', sessionId: 's', tool: 'lookup_order', args: { order_id: '1' }, llmEnvelopeId: 'e', toolCallId: 'c' });
+  const p = adapter(links).propose(call(4, 'lookup_order', { order_id: '1' }), ctx);
+  t.same(p.action, { name: 'lookup_order', params: { order_id: '1' } });
+  t.match(p.metadata, { mcp: { server: 'orders', methods: ['tools/call'], request_id: 4 }, tool_call_link: { tool_call_id: 'c' } });
+  t.same([p.model, p.input, p.stream, p.toolResults], [null, '', false, []]);
+  const init = adapter().propose({ jsonrpc: '2.0', id: 0, method: 'initialize', params: {} }, ctx);
+  t.equal(init.action, undefined);
+  t.same(init.metadata, { mcp: { server: 'orders', methods: ['initialize'] } });
+  const batch = adapter().propose([{ jsonrpc: '2.0', method: 'notifications/initialized' }, call(1, 'lookup_order'), { jsonrpc: '2.0', id: 2, method: 'tools/list' }], ctx);
+  t.same(batch.action, { name: 'lookup_order', params: {} }, 'a batch with one tools/call proposes it');
+});
+
+t.test('propose: whatever cannot be governed exactly is a 400, never forwarded', async (t) => {
+  const bad: unknown[] = [
+    [],
+    { jsonrpc: '2.0', id: 1 },
+    { jsonrpc: '2.0', id: 1, method: 'Tools/Call', params: { name: 'x' } },
+    { jsonrpc: '2.0', method: 'tools/call', params: { name: 'x' } },
+    [call(1, 'lookup_order'), call(2, 'lookup_order')],
+    [call(1, 'lookup_order'), { jsonrpc: '2.0', id: 1, method: 'ping' }],
+    call(1, ''),
+    call(1, 'x', [1]),
+    [call(1, 'lookup_order'), 'junk'],
+  ];
+  for (const b of bad) t.ok(refusedAs400(() => adapter().propose(b, ctx)), JSON.stringify(b).slice(0, 60));
+  t.throws(() => adapter().proposeRaw(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","name":"delete_everything"}}'), ctx), { message: /repeats a key/ });
+  t.ok(refusedAs400(() => adapter().proposeRaw(Buffer.from('{'), ctx)));
+  t.same(adapter().proposeRaw(Buffer.from(JSON.stringify(call(1, 'lookup_order'))), ctx).action, { name: 'lookup_order', params: {} });
+});
+
+t.test('inspect: the call result as output and tool result, from JSON or SSE', async (t) => {
+  const a = adapter();
+  const p = a.propose(call(1, 'lookup_order', { order_id: '1' }), ctx);
+  const result = { jsonrpc: '2.0' as const, id: 1, result: { content: [{ type: 'text', text: 'shipped' }], structuredContent: { s: 1 } } };
+  const expected = {
+    output: { text: 'shipped', isError: false, structuredContent: { s: 1 } },
+    toolsCalled: [{ name: 'lookup_order', args: { order_id: '1' } }],
+    toolResults: [{ name: 'lookup_order', output: { text: 'shipped', isError: false, structuredContent: { s: 1 } }, error: null }],
+    model: 'mcp:orders',
+  };
+  t.same(a.inspect(json(result), p), expected);
+  t.same(a.inspect(sse(': ka\n\n' + encodeSseMessage({ jsonrpc: '2.0', method: 'notifications/message', params: {} }) + encodeSseMessage(result)), p), expected);
+  t.match(a.inspect(json({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: 'bad' } }), p), { output: { error: { code: -32602, message: 'bad' } }, toolResults: [{ error: 'bad' }] });
+  t.match(a.inspect(json({ jsonrpc: '2.0', id: 2, result: {} }), p), { output: { error: { message: /no answer/ } } }, 'an answer on another id is not this call');
+  t.same(a.inspect(json({ jsonrpc: '2.0', id: 0, result: {} }), a.propose({ jsonrpc: '2.0', id: 0, method: 'ping' }, ctx)).output, {});
+});
+
+t.test('rewriteReleased: tools/list filtered, strays dropped, untouched answers stay bytes', async (t) => {
+  const a = adapter();
+  const list = a.propose({ jsonrpc: '2.0', id: 3, method: 'tools/list' }, ctx);
+  const listAnswer = { jsonrpc: '2.0' as const, id: 3, result: { tools: [{ name: 'lookup_order' }, { name: 'delete_everything' }] } };
+  t.same(JSON.parse(a.rewriteReleased(json(listAnswer), list)!.toString()), { jsonrpc: '2.0', id: 3, result: { tools: [{ name: 'lookup_order' }] } });
+  const viaSse = a.rewriteReleased(sse(': ka\n\n' + encodeSseMessage(listAnswer, 'ev-1')), list)!.toString();
+  t.match(viaSse, /^: ka\n\nid: ev-1\nevent: message\n/);
+  t.same(decodeSseMessages(viaSse), [{ jsonrpc: '2.0', id: 3, result: { tools: [{ name: 'lookup_order' }] } }]);
+
+  const c = a.propose(call(1, 'lookup_order'), ctx);
+  t.equal(a.rewriteReleased(json({ jsonrpc: '2.0', id: 1, result: { content: [] } }), c), null, 'the released result goes out as the upstream sent it');
+  t.same(JSON.parse(a.rewriteReleased(json([{ jsonrpc: '2.0', id: 1, result: {} }, { jsonrpc: '2.0', id: 9, result: { secret: 1 } }]), c)!.toString()), { jsonrpc: '2.0', id: 1, result: {} });
+  t.equal(a.rewriteReleased(json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }), c), null);
+  t.equal(decodeSseMessages(a.rewriteReleased(sse(encodeSseMessage({ jsonrpc: '2.0', id: 9, result: {} }) + 'data: junk\n\n'), c)!).length, 0);
+});
+
+t.test('errors in JSON-RPC on the request ids; refused before, withheld after the answer', async (t) => {
+  const a = adapter();
+  const p = a.propose(call('x', 'lookup_order'), ctx);
+  const err = { kind: 'governance_blocked' as const, status: 403, message: 'governance blocked this call: no (envelope e1)', envelopeId: 'e1' };
+  const before = JSON.parse(a.errorBody(err, p).body);
+  t.same(before, { jsonrpc: '2.0', id: 'x', error: { code: MCP_GOVERNANCE_REFUSED, message: err.message, data: { type: 'governance_blocked', envelope_id: 'e1' } } });
+  a.inspect(json({ jsonrpc: '2.0', id: 'x', result: {} }), p);
+  t.equal(JSON.parse(a.errorBody(err, p).body).error.code, MCP_GOVERNANCE_WITHHELD);
+  const batch = a.propose([call(1, 'lookup_order'), { jsonrpc: '2.0', id: 2, method: 'ping' }], ctx);
+  t.same(JSON.parse(a.errorBody({ kind: 'upstream_timeout', status: 504, message: 'slow' }, batch).body).map((e: { id: number; error: { code: number } }) => [e.id, e.error.code]), [
+    [1, -32001],
+    [2, -32001],
+  ]);
+  t.match(JSON.parse(a.errorBody({ kind: 'invalid_json', status: 400, message: 'bad' }).body), { id: null, error: { code: -32700 } });
+  t.same(decodeSseMessages(a.streamErrorEvent(err, p)), [before].map((b) => ({ ...b, error: { ...b.error, code: MCP_GOVERNANCE_WITHHELD } })));
+});

@@ -1,0 +1,138 @@
+// `gov sidecar` as a pod runs it (issue 3, "Pod lifecycle"): one process serving the proxy and the
+// embedded API, ready within a second, and a SIGTERM that drains in-flight proxied calls before exiting 0.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import OpenAI from 'openai';
+import { SETTING_DOCS } from '../../src/config/settings.js';
+import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { CLI, freePort } from '../helpers/gov-process.js';
+import { openAiCompletion, startMockUpstream, type MockReply } from '../helpers/mock-upstreams.js';
+
+const KEY = 'sk-processCREDENTIAL0123456789abcd';
+
+interface Started {
+  child: ReturnType<typeof spawn>;
+  out: () => string;
+  exited: Promise<number | null>;
+  proxyUrl: string;
+  apiUrl: string;
+  readyMs: number;
+}
+
+async function startSidecarProcess(env: Record<string, string>): Promise<Started> {
+  const base: NodeJS.ProcessEnv = { ...process.env };
+  for (const d of SETTING_DOCS) delete base[d.name];
+  const apiPort = await freePort();
+  const proxyPort = await freePort();
+  const started = performance.now();
+  const child = spawn(process.execPath, [CLI, 'sidecar'], {
+    env: { ...base, GOV_ENV: 'test', GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const apiUrl = `http://127.0.0.1:${apiPort}`;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line within 15 s: ${out}`)), 15_000);
+    const onData = () => {
+      if (/gov sidecar proxy listening on/.test(out)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    void exited.then(() => reject(new Error(`exited early: ${out}`)));
+  });
+  const health = await fetch(`${apiUrl}/v1/health`);
+  if (health.status !== 200) throw new Error(`health ${health.status}`);
+  const readyMs = performance.now() - started;
+  return { child, out: () => out, exited, proxyUrl: `http://127.0.0.1:${proxyPort}`, apiUrl, readyMs };
+}
+
+t.test('SIGTERM lets an in-flight call finish, refuses new ones, commits the ledger and exits 0', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-proc-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  let release!: (r: MockReply) => void;
+  let arrived!: () => void;
+  const inUpstream = new Promise<void>((r) => (arrived = r));
+  const mock = await startMockUpstream(() => {
+    arrived();
+    return new Promise<MockReply>((r) => (release = r));
+  });
+  t.teardown(() => mock.close());
+
+  const p = await startSidecarProcess({ GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_AGENT_ID: 'pod-agent', GOV_LOG_LEVEL: 'debug', GOV_PROXY_SHUTDOWN_GRACE_MS: '20000' });
+  t.teardown(() => void p.child.kill('SIGKILL'));
+  // The issue's budget is 1 s; it is ~0.4-0.6 s on this 2-core machine when quiet and is measured by
+  // bench/proxy.js. Under the parallel test load the same start takes longer, so this only guards against
+  // a start-up step that blocks (a policy compile or ledger scan growing with data).
+  t.ok(p.readyMs < 3000, `ready (/v1/health 200) ${Math.round(p.readyMs)} ms after spawn`);
+
+  const client = new OpenAI({ baseURL: `${p.proxyUrl}/openai/v1`, apiKey: KEY, maxRetries: 0 });
+  const call = client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] }).withResponse();
+  await inUpstream;
+  p.child.kill('SIGTERM');
+
+  // New calls are refused while the old one drains (the listener is closed: connection refused).
+  let refused = false;
+  for (let i = 0; i < 200 && !refused; i++) {
+    try {
+      await fetch(`${p.proxyUrl}/openai/v1/models`, { signal: AbortSignal.timeout(1000) });
+      await new Promise((r) => setImmediate(r));
+    } catch {
+      refused = true;
+    }
+  }
+  t.ok(refused, 'a new connection is refused once SIGTERM arrived');
+
+  release({ json: openAiCompletion('Hello from the upstream.') });
+  const { data, response } = await call;
+  t.equal(data.choices[0].message.content, 'Hello from the upstream.', 'the in-flight call completed');
+  t.equal(await p.exited, 0, 'exit code 0');
+
+  const storage = await openLmdbStorage(join(dir, 'ledger'));
+  t.teardown(() => storage.close());
+  const post = await storage.ledger.get(response.headers.get('x-gov-envelope-id')!);
+  t.equal(post?.phase, 'post_check', 'the drained call\'s post-check row is committed');
+  t.equal(post?.agent_id, 'pod-agent', 'without X-Agent-ID the agent is GOV_AGENT_ID');
+  const pre = await storage.ledger.get(post!.parent_envelope_id!);
+  t.equal(pre?.phase, 'pre_check');
+  t.equal((await storage.ledger.verify()).valid, true, 'the chain verifies after the restart');
+  t.notOk(p.out().includes(KEY), 'the caller key never appears in the logs');
+});
+
+t.test('the grace period bounds the drain: a hanging call is cut and still audited', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-proc-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  let arrived!: () => void;
+  const inUpstream = new Promise<void>((r) => (arrived = r));
+  const mock = await startMockUpstream(() => {
+    arrived();
+    return { hang: true };
+  });
+  t.teardown(() => mock.close());
+  const p = await startSidecarProcess({ GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_PROXY_SHUTDOWN_GRACE_MS: '200' });
+  t.teardown(() => void p.child.kill('SIGKILL'));
+  const res = fetch(`${p.proxyUrl}/openai/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Say hello' }] }),
+  });
+  await inUpstream;
+  const signalled = performance.now();
+  p.child.kill('SIGTERM');
+  const r = await res;
+  t.equal(r.status, 503, 'the cut call is answered 503 in the caller format');
+  t.equal((await r.json()).error.code, 'shutting_down');
+  t.equal(await p.exited, 0);
+  t.ok(performance.now() - signalled < 5000, 'the exit came after the grace, not after the upstream');
+  const storage = await openLmdbStorage(join(dir, 'ledger'));
+  t.teardown(() => storage.close());
+  const post = await storage.ledger.get(r.headers.get('x-gov-envelope-id')!);
+  t.equal((post?.payload as any)?.request.metadata.upstream_failure, 'shutdown', 'the cut is recorded in the post-check row');
+});

@@ -1,0 +1,128 @@
+// Unit behaviour of the SSE parser and the streaming guard window (src/proxy/sse.ts, stream-guard.ts).
+import t from 'tap';
+import { OpenAiAdapter } from '../../src/proxy/openai.js';
+import { SseParser, type SseEvent } from '../../src/proxy/sse.js';
+import { StreamGuard, type DraftVerdict } from '../../src/proxy/stream-guard.js';
+import type { Inspected } from '../../src/proxy/adapter.js';
+import { openAiStream } from '../helpers/mock-upstreams.js';
+
+function parseAll(bytes: Buffer, cut: number): SseEvent[] {
+  const p = new SseParser();
+  const out: SseEvent[] = [];
+  for (let i = 0; i < bytes.length; i += cut) p.push(bytes.subarray(i, i + cut), (e) => out.push(e));
+  p.end((e) => out.push(e));
+  return out;
+}
+
+t.test('the SSE parser yields the same events however the bytes are split', async (t) => {
+  const text = 'héllo wörld ✓ — naïve café 🚀 ';
+  const events = openAiStream(text.repeat(3), [{ name: 'lookup_order', args: { order_id: '1234' } }], 3);
+  const bytes = Buffer.from(events.join(''));
+  const whole = parseAll(bytes, bytes.length);
+  t.equal(whole.length, events.length);
+  t.same(whole.map((e) => e.raw), events, 'raw text is kept byte for byte');
+  for (const cut of [1, 2, 3, 5, 7, 64]) t.same(parseAll(bytes, cut), whole, `split every ${cut} bytes`);
+});
+
+t.test('the SSE parser handles CRLF, CR, comments, event names and a last event without its blank line', async (t) => {
+  const raw = ': keep-alive\r\n\r\nevent: message_start\r\ndata: {"a":1}\r\n\r\ndata: line1\rdata: line2\r\rdata: tail';
+  for (const cut of [1, 4, raw.length]) {
+    const ev = parseAll(Buffer.from(raw), cut);
+    t.same(
+      ev.map((e) => [e.event, e.data]),
+      [
+        [null, ''],
+        ['message_start', '{"a":1}'],
+        [null, 'line1\nline2'],
+        [null, 'tail'],
+      ],
+      `split every ${cut}`,
+    );
+    t.equal(ev.map((e) => e.raw).join(''), raw, 'raw parts add up to the input');
+  }
+});
+
+const SECRET_RE = /(?<![A-Z0-9])AKIA[0-9A-Z]{16}(?![A-Z0-9])/;
+
+/** A check that, like the policy pack, withholds any draft whose text or tool calls contain an AWS key id. */
+function check(draft: Inspected): DraftVerdict {
+  return SECRET_RE.test(JSON.stringify(draft.output)) ? 'withhold' : 'pass';
+}
+
+function run(text: string, windowChars: number, size: number) {
+  const adapter = new OpenAiAdapter();
+  const inspector = adapter.openStream();
+  let delivered = '';
+  const lags: number[] = [];
+  let seen = 0;
+  const guard = new StreamGuard({
+    windowChars,
+    inspector,
+    check,
+    write: (s) => {
+      for (const e of parseAll(Buffer.from(s), s.length)) {
+        if (e.data.startsWith('{')) delivered += JSON.parse(e.data).choices[0]?.delta?.content ?? '';
+      }
+    },
+  });
+  let ok = true;
+  for (const e of parseAll(Buffer.from(openAiStream(text, [], size).join('')), 1 << 20)) {
+    if (e.data.startsWith('{')) seen += (JSON.parse(e.data).choices[0]?.delta?.content ?? '').length;
+    if (!guard.push(e)) {
+      ok = false;
+      break;
+    }
+    lags.push(seen - delivered.length);
+  }
+  if (ok) ok = guard.finish();
+  return {
+    ok,
+    guard,
+    maxLag: Math.max(...lags),
+    get delivered() {
+      return delivered;
+    },
+  };
+}
+
+t.test('no prefix of a secret is ever delivered, wherever it falls and however the text is chunked', async (t) => {
+  const secret = 'AKIAIOSFODNN7EXAMPLE';
+  let cases = 0;
+  for (const windowChars of [32, 64, 128]) {
+    for (const size of [1, 3, 7, 16]) {
+      for (const at of [0, 5, 31, 32, 33, 100, 257]) {
+        const text = 'x'.repeat(at) + ' ' + secret + ' trailing words after the key';
+        const r = run(text, windowChars, size);
+        cases++;
+        if (r.ok || r.delivered.length > at + 1) {
+          t.fail(`window ${windowChars}, ${size}-char deltas, secret at ${at}: ok=${r.ok}, delivered ${r.delivered.length} chars`);
+        }
+        const acct = r.guard.account(true);
+        if (acct.withheldSha256 === null || acct.releasedTextChars !== r.delivered.length) t.fail('the account matches what left');
+      }
+    }
+  }
+  t.pass(`${cases} placements: the stream was cut and nothing past the clean prefix left`);
+});
+
+t.test('clean text flows with a bounded lag and is released whole at the end', async (t) => {
+  const text = 'The quick brown fox jumps over the lazy dog. '.repeat(40);
+  for (const windowChars of [32, 128]) {
+    const r = run(text, windowChars, 4);
+    t.ok(r.ok, 'nothing withheld');
+    const step = Math.max(8, Math.floor(windowChars / 4));
+    t.ok(r.maxLag <= windowChars + step + 4, `window ${windowChars}: at most ${r.maxLag} chars held at any time`);
+    t.ok(r.delivered.length >= text.length - windowChars - step - 4, 'all but the window left before the end');
+    r.guard.releaseAll();
+    t.equal(r.delivered, text, 'the rest leaves once the final check passed');
+  }
+});
+
+t.test('a false alarm in a chunk is confirmed against the whole text before the stream is cut', async (t) => {
+  // "xAKIA..." is no key (the letter before it joins the run), but a chunk starting at "AKIA" would match.
+  const text = 'y'.repeat(40) + 'ZAKIAIOSFODNN7EXAMPLE' + ' more text '.repeat(10);
+  for (const size of [1, 2, 3]) {
+    const r = run(text, 16, size);
+    t.ok(r.ok, `${size}-char deltas: not cut`);
+  }
+});

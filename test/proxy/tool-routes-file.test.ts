@@ -1,0 +1,94 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { findNamedUpstream, loadProxyRoutes, namedUpstreamUrl, parseProxyRoutesFile, ProxyRoutesError } from '../../src/proxy/routes-file.js';
+
+const DOC_EXAMPLE = `
+# Named upstreams of the sidecar
+mcp:
+  orders:
+    url: http://orders-mcp.internal:8080/mcp
+    timeout_ms: 30000
+  crm: https://crm.example.com/mcp/
+tools:
+  weather: http://weather.internal:9000/api
+  Billing:
+    url: http://billing.internal:9000
+`;
+
+t.test('the documented format parses', async (t) => {
+  const r = parseProxyRoutesFile(DOC_EXAMPLE);
+  t.same([...r.mcp.values()], [
+    { name: 'orders', url: 'http://orders-mcp.internal:8080/mcp', timeoutMs: 30000 },
+    { name: 'crm', url: 'https://crm.example.com/mcp/', timeoutMs: null },
+  ]);
+  t.same([...r.tools.values()], [
+    { name: 'weather', url: 'http://weather.internal:9000/api', timeoutMs: null },
+    { name: 'billing', url: 'http://billing.internal:9000/', timeoutMs: null },
+  ]);
+  t.equal(findNamedUpstream(r.tools, 'BILLING')!.name, 'billing', 'names are case-insensitive');
+  t.equal(findNamedUpstream(r.tools, 'nope'), undefined);
+  t.same(parseProxyRoutesFile(''), { mcp: new Map(), tools: new Map() }, 'an empty file is no routes');
+  t.same(parseProxyRoutesFile('mcp:\ntools:\n'), { mcp: new Map(), tools: new Map() });
+});
+
+t.test('bad files are refused with the path of the problem', async (t) => {
+  const bad: Array<[string, RegExp]> = [
+    ['mcp: [1, 2', /not valid YAML/],
+    ['mcp:\n  a: ftp://x/\n', /mcp\.a.*http or https/],
+    ['mcp:\n  a: not a url\n', /not an absolute URL/],
+    ['mcp:\n  a: http://user:pw@x/\n', /credentials/],
+    ['tools:\n  a: http://x/?k=v\n', /query or fragment/],
+    ['tools:\n  "bad name": http://x/\n', /route name/],
+    ['tools:\n  a: http://x/\n  A: http://y/\n', /given twice/],
+    ['tools:\n  a: { url: http://x/, timeout_ms: -1 }\n', /timeout_ms/],
+    ['tools:\n  a: { url: http://x/, retries: 3 }\n', /retries|Unrecognized/],
+    ['upstreams:\n  a: http://x/\n', /upstreams|Unrecognized/],
+  ];
+  for (const [text, re] of bad) t.throws(() => parseProxyRoutesFile(text, 'routes.yaml'), { name: 'ProxyRoutesError', message: re }, text.replace(/\n/g, ' | '));
+  try {
+    parseProxyRoutesFile('mcp: 1');
+    t.fail('expected a throw');
+  } catch (e) {
+    t.ok(e instanceof ProxyRoutesError);
+  }
+});
+
+t.test('the environment adds and overrides routes, keeping the file timeout', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-routes-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'routes.yaml');
+  writeFileSync(file, DOC_EXAMPLE);
+  const r = loadProxyRoutes({
+    GOV_PROXY_ROUTES: file,
+    GOV_UPSTREAM_MCP_ORDERS: 'http://127.0.0.1:7000/mcp',
+    GOV_UPSTREAM_MCP_SEARCH_V2: 'http://127.0.0.1:7001/mcp',
+    GOV_UPSTREAM_TOOL_CALC: ' http://127.0.0.1:7002 ',
+    GOV_UPSTREAM_TOOL_EMPTY: '',
+    GOV_UPSTREAM_OPENAI: 'http://127.0.0.1:7003',
+  });
+  t.same(r.mcp.get('orders'), { name: 'orders', url: 'http://127.0.0.1:7000/mcp', timeoutMs: 30000 });
+  t.same(r.mcp.get('search_v2'), { name: 'search_v2', url: 'http://127.0.0.1:7001/mcp', timeoutMs: null });
+  t.same(r.tools.get('calc'), { name: 'calc', url: 'http://127.0.0.1:7002/', timeoutMs: null });
+  t.notOk(r.tools.has('empty'), 'an empty variable is unset');
+  t.notOk(r.mcp.has('openai') || r.tools.has('openai'));
+  t.equal(r.tools.size, 3);
+
+  t.same(loadProxyRoutes({}), { mcp: new Map(), tools: new Map() }, 'no file, no variables: no named routes');
+  t.same([...loadProxyRoutes({ GOV_PROXY_ROUTES: '' }).mcp], []);
+  t.same([...loadProxyRoutes({}, file).mcp.keys()], ['orders', 'crm'], 'an explicit path wins over the environment');
+  t.throws(() => loadProxyRoutes({ GOV_PROXY_ROUTES: join(dir, 'missing.yaml') }), { message: /cannot read .*ENOENT/ });
+  t.throws(() => loadProxyRoutes({ GOV_UPSTREAM_TOOL_X: 'file:///etc/passwd' }), { message: /GOV_UPSTREAM_TOOL_X: .*http or https/ });
+  t.throws(() => loadProxyRoutes({ 'GOV_UPSTREAM_TOOL_A.B': 'http://x/' }), { message: /route name/ });
+});
+
+t.test('upstream URLs join the route URL and the rest of the path', async (t) => {
+  const route = { name: 'orders', url: 'http://h:1/mcp', timeoutMs: null };
+  t.equal(namedUpstreamUrl(route, ''), 'http://h:1/mcp');
+  t.equal(namedUpstreamUrl(route, '/'), 'http://h:1/mcp');
+  t.equal(namedUpstreamUrl(route, '/x/y', '?a=1'), 'http://h:1/mcp/x/y?a=1');
+  t.equal(namedUpstreamUrl({ ...route, url: 'http://h:1/mcp/' }, ''), 'http://h:1/mcp/', 'a trailing slash the route asks for is kept');
+  t.equal(namedUpstreamUrl({ ...route, url: 'http://h:1/mcp/' }, '/x'), 'http://h:1/mcp/x');
+  t.equal(namedUpstreamUrl({ ...route, url: 'http://h:1/' }, '/x', 'q=2'), 'http://h:1/x?q=2');
+});
