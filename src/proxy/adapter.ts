@@ -1,7 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Framework } from '../contracts/common.js';
+import type { Manifest } from '../contracts/manifest.js';
 import type { ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
 import type { SseEvent } from './sse.js';
+import type { ToolCallLinks } from './tool-call-links.js';
 
 /**
  * The contract between the proxy core and one upstream protocol (OpenAI, Anthropic, MCP, a plain HTTP
@@ -37,6 +39,13 @@ export interface ProtocolAdapter {
   inspect(response: UpstreamAnswer, proposal: Proposal): Inspected;
 
   /**
+   * Optional reading of an upstream error answer (status 400 and up). Without it the core records the
+   * status and body as the output. A tool's error body is still tool output the agent reads (an injection
+   * can ride in a 400), so the tool adapters read it as a tool result.
+   */
+  inspectError?(response: UpstreamAnswer, proposal: Proposal): Inspected;
+
+  /**
    * A stateful reader of one SSE response: called for every upstream event in order. Optional: without
    * it an SSE answer is read whole and inspected as one (correct, but nothing is released before the end).
    */
@@ -52,7 +61,7 @@ export interface ProtocolAdapter {
   streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string;
 
   /**
-   * True for a call with side effects outside the conversation (an MCP `tools/call`, a POST to a tool):
+   * True for a call with side effects outside the conversation (an MCP `tools/call`, any HTTP tool call):
    * its pre-check row is then durable before the upstream sees the call. Absent or false (LLM calls):
    * the pre-check row commits together with the post-check row, one ledger commit per call, and a crash
    * in between loses only a call whose answer nobody received.
@@ -60,11 +69,32 @@ export interface ProtocolAdapter {
   recordBeforeForward?(proposal: Proposal): boolean;
 
   /**
+   * Optional event filter of a pass-through SSE answer (MCP's GET stream, which the server may use to
+   * deliver an answer to an earlier POST): called for every event in order, returns the text to deliver
+   * (`event.raw` to pass it unchanged, '' to drop it). Null: the stream passes as it is.
+   */
+  passStreamFilter?(call: CallContext): ((event: SseEvent) => string) | null;
+
+  /**
    * Optional rewrite of a released non-streamed body (MCP filters `tools/list` to declared tools). Return
    * null to release the upstream bytes unchanged, which is the fast path.
    */
   rewriteReleased?(response: UpstreamAnswer, proposal: Proposal, inspected: Inspected): Buffer | null;
 }
+
+/** What a sidecar gives every adapter it builds: shared state, never the composition itself. */
+export interface AdapterContext {
+  /** The agent's current manifest (null: none registered, so no tool is declared). */
+  manifest(agentId: string): Manifest | null;
+  /**
+   * The sidecar's one registry of tool calls its released LLM answers asked for. The core records into
+   * it; a tool adapter claims from it when the call that executes one arrives.
+   */
+  links: ToolCallLinks;
+}
+
+/** Builds the adapter of one route (`name` is '' for the adapter that answers unknown names of a kind). */
+export type AdapterFactory = (route: { kind: string; name: string }, context: AdapterContext) => ProtocolAdapter;
 
 /** Per-call facts the core resolved before the adapter sees the body. */
 export interface CallContext {
@@ -111,11 +141,26 @@ export interface Inspected {
   output: Record<string, unknown>;
   /** Tool calls the answer asks for (or, for MCP/tools, the call that ran): the tool-trust gate checks these. */
   toolsCalled: ToolCallInput[];
+  /**
+   * Of an LLM answer: the tool calls it hands the agent to run, with the provider's ids. Once the answer
+   * is released the core records each in the tool-call links, so the MCP/HTTP call that executes it is
+   * linked to this answer's post-check.
+   */
+  askedToolCalls?: AskedToolCall[];
   toolResults?: ToolResultInput[];
   model?: string;
   tokens?: number;
   promptTokens?: number;
   completionTokens?: number;
+}
+
+/** A tool call an LLM answer asks the agent to run. */
+export interface AskedToolCall {
+  /** The provider's id (OpenAI `call_…`, Anthropic `toolu_…`). */
+  id: string;
+  name: string;
+  /** As the model wrote them: a JSON string (OpenAI) or an object (Anthropic). */
+  args: unknown;
 }
 
 /** How one upstream SSE event relates to the governed content. */
@@ -159,6 +204,16 @@ export interface ProxyErrorInfo {
   status: number;
   message: string;
   envelopeId?: string;
+}
+
+/**
+ * The LLM providers' path rule: a POST to an endpoint the adapter reads is governed, a POST to one that
+ * produces no model text passes with a pre-check row, GET and HEAD pass, and any other POST is refused:
+ * an endpoint that generates text the adapter cannot read is never forwarded ungoverned.
+ */
+export function classifyLlmEndpoint(method: string, pathname: string, governed: ReadonlySet<string>, passPost: ReadonlySet<string>): 'governed' | 'pass' | null {
+  if (method === 'POST') return governed.has(pathname) ? 'governed' : passPost.has(pathname) ? 'pass' : null;
+  return method === 'GET' || method === 'HEAD' ? 'pass' : null;
 }
 
 /** A request body the adapter cannot make sense of: the caller gets a 400 in its format. */

@@ -1,6 +1,8 @@
+import type { AdapterFactory } from './adapter.js';
 import { AnthropicAdapter } from './anthropic.js';
+import { HttpToolAdapter } from './http-tool-adapter.js';
+import { McpAdapter } from './mcp/adapter.js';
 import { OpenAiAdapter } from './openai.js';
-import type { AdapterFactory } from './routes.js';
 
 /**
  * Route kind → adapter. One line per upstream protocol; the routes of a kind missing here refuse to
@@ -9,4 +11,6 @@ import type { AdapterFactory } from './routes.js';
 export const ADAPTERS: Readonly<Record<string, AdapterFactory>> = {
   openai: () => new OpenAiAdapter(),
   anthropic: () => new AnthropicAdapter(),
+  mcp: (route, context) => new McpAdapter(route.name, context),
+  tool: (route, context) => new HttpToolAdapter(route.name, context),
 };

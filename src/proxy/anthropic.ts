@@ -1,5 +1,6 @@
-import type { ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
+import type { ToolResultInput } from '../contracts/runtime.js';
 import {
+  classifyLlmEndpoint,
   ProposalError,
   type CallContext,
   type Inspected,
@@ -10,9 +11,10 @@ import {
   type StreamInspector,
   type UpstreamAnswer,
 } from './adapter.js';
-import { argsObject, clip, contentText, intOrUndefined, isObject, resultValue, str, type Json } from './message-text.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
 import type { SseEvent } from './sse.js';
 
+const GOVERNED_POST = new Set(['/v1/messages']);
 /** Reads that cost nothing and produce no model text: forwarded with a pre-check row. */
 const PASS_POST = new Set(['/v1/messages/count_tokens']);
 
@@ -43,21 +45,16 @@ function blockText(b: Json): string {
 
 interface BlockDraft {
   type: string;
+  id: string;
   name: string;
   json: string;
   input: unknown;
   text: string;
 }
 
-function toolFields(blocks: Iterable<{ name: string; input: unknown }>): { entries: Json[]; called: ToolCallInput[] } {
-  const entries: Json[] = [];
-  const called: ToolCallInput[] = [];
-  for (const b of blocks) {
-    const name = b.name === '' ? '(unnamed)' : clip(b.name, 200);
-    entries.push({ name, input: b.input });
-    called.push({ name, args: argsObject(b.input) });
-  }
-  return { entries, called };
+/** The id under which the agent runs a tool block; null for a server tool, which Anthropic runs itself. */
+function agentToolId(type: unknown, id: unknown): string | null {
+  return type === 'tool_use' ? (str(id) ?? '') : null;
 }
 
 /** Anthropic Messages (`POST /v1/messages`, JSON and streaming). */
@@ -66,28 +63,14 @@ export class AnthropicAdapter implements ProtocolAdapter {
   readonly framework = 'Claude Agents' as const;
 
   classify(method: string, pathname: string): 'governed' | 'pass' | null {
-    if (method === 'POST') {
-      if (pathname === '/v1/messages') return 'governed';
-      return PASS_POST.has(pathname) ? 'pass' : null;
-    }
-    return method === 'GET' || method === 'HEAD' ? 'pass' : null;
+    return classifyLlmEndpoint(method, pathname, GOVERNED_POST, PASS_POST);
   }
 
   propose(body: unknown, call: CallContext): Proposal {
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
-    let input = '';
-    let lastUser = -1;
-    for (let i = messages.length - 1; i >= 0; i--) {
-      const m = messages[i];
-      if (!isObject(m) || m.role !== 'user') continue;
-      if (lastUser === -1) lastUser = i;
-      const t = typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? contentText(m.content.filter((b) => isObject(b) && b.type === 'text')) : '';
-      if (t !== '') {
-        input = t;
-        break;
-      }
-    }
+    // Only text blocks are what the user wrote; tool_result blocks are checked as tool results.
+    const { input } = lastUserInput(messages, (c) => (typeof c === 'string' ? c : Array.isArray(c) ? contentText(c.filter((b) => isObject(b) && b.type === 'text')) : ''));
     // Tool results travel in user messages; those of the newest user message are this turn's.
     const names = new Map<string, string>();
     const toolResults: ToolResultInput[] = [];
@@ -122,14 +105,14 @@ export class AnthropicAdapter implements ProtocolAdapter {
     const j = isObject(res.json) ? res.json : {};
     const content = Array.isArray(j.content) ? j.content : [];
     const texts: string[] = [];
-    const uses: Array<{ name: string; input: unknown }> = [];
+    const uses: AnswerToolCall[] = [];
     for (const b of content) {
       if (!isObject(b)) continue;
       const t = blockText(b);
       if (t !== '') texts.push(t);
-      if ((b.type === 'tool_use' || b.type === 'server_tool_use') && typeof b.name === 'string') uses.push({ name: b.name, input: b.input ?? {} });
+      if ((b.type === 'tool_use' || b.type === 'server_tool_use') && typeof b.name === 'string') uses.push({ id: agentToolId(b.type, b.id), name: b.name, args: b.input ?? {} });
     }
-    const { entries, called } = toolFields(uses);
+    const { entries, called, asked } = toolCallFields(uses, 'input');
     const output: Json = { text: texts.join('\n') };
     if (entries.length > 0) output.tool_calls = entries;
     const usage = isObject(j.usage) ? j.usage : {};
@@ -138,6 +121,7 @@ export class AnthropicAdapter implements ProtocolAdapter {
     return {
       output,
       toolsCalled: called,
+      askedToolCalls: asked,
       model: str(j.model) ?? undefined,
       tokens: inTok !== undefined && outTok !== undefined ? inTok + outTok : undefined,
       promptTokens: inTok,
@@ -189,7 +173,7 @@ class AnthropicMessageStream implements StreamInspector {
         const i = typeof e.index === 'number' ? e.index : 0;
         const b = isObject(e.content_block) ? e.content_block : {};
         const type = str(b.type) ?? 'unknown';
-        const draft: BlockDraft = { type, name: str(b.name) ?? '', json: '', input: b.input ?? {}, text: blockText(b) };
+        const draft: BlockDraft = { type, id: str(b.id) ?? '', name: str(b.name) ?? '', json: '', input: b.input ?? {}, text: blockText(b) };
         this.blocks.set(i, draft);
         if (type === 'tool_use' || type === 'server_tool_use') {
           this.open.add(i);
@@ -233,7 +217,7 @@ class AnthropicMessageStream implements StreamInspector {
     return rest;
   }
 
-  private useOf(b: BlockDraft): { name: string; input: unknown } {
+  private useOf(b: BlockDraft): AnswerToolCall {
     let input: unknown = b.input;
     if (b.json !== '') {
       try {
@@ -242,22 +226,23 @@ class AnthropicMessageStream implements StreamInspector {
         input = b.json;
       }
     }
-    return { name: b.name, input };
+    return { id: agentToolId(b.type, b.id), name: b.name, args: input };
   }
 
   snapshot(): Inspected {
     const texts: string[] = [];
-    const uses: Array<{ name: string; input: unknown }> = [];
+    const uses: AnswerToolCall[] = [];
     for (const b of this.blocks.values()) {
       if (b.type === 'tool_use' || b.type === 'server_tool_use') uses.push(this.useOf(b));
       else if (b.text !== '') texts.push(b.text);
     }
-    const { entries, called } = toolFields(uses);
+    const { entries, called, asked } = toolCallFields(uses, 'input');
     const output: Json = { text: texts.join('\n') };
     if (entries.length > 0) output.tool_calls = entries;
     return {
       output,
       toolsCalled: called,
+      askedToolCalls: asked,
       model: this.model,
       tokens: this.inTok !== undefined && this.outTok !== undefined ? this.inTok + this.outTok : undefined,
       promptTokens: this.inTok,
@@ -266,12 +251,12 @@ class AnthropicMessageStream implements StreamInspector {
   }
 
   unitsSnapshot(units: readonly number[]): Inspected {
-    const uses: Array<{ name: string; input: unknown }> = [];
+    const uses: AnswerToolCall[] = [];
     for (const u of units) {
       const b = this.blocks.get(u);
       if (b !== undefined) uses.push(this.useOf(b));
     }
-    const { entries, called } = toolFields(uses);
-    return { output: { tool_calls: entries }, toolsCalled: called, model: this.model };
+    const { entries, called, asked } = toolCallFields(uses, 'input');
+    return { output: { tool_calls: entries }, toolsCalled: called, askedToolCalls: asked, model: this.model };
   }
 }

@@ -5,13 +5,14 @@ import type { Outcome } from '../contracts/common.js';
 import type { PostCheckRequest, PostCheckResponse, PreCheckRequest } from '../contracts/runtime.js';
 import type { Governor, HeldPreCheck } from '../runtime/governor.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
-import type { CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
+import type { AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
 import { disposition, type EscalatePolicy } from './disposition.js';
 import { callerResponseHeaders, upstreamRequestHeaders } from './headers.js';
 import { clip } from './message-text.js';
 import type { ProxyRoute } from './routes.js';
 import { SseParser, type SseEvent } from './sse.js';
 import { StreamGuard, type StreamAccount } from './stream-guard.js';
+import type { ToolCallLinks } from './tool-call-links.js';
 import { classifyUpstreamError, readAll, UpstreamFailure, type UpstreamPools, type UpstreamResponse } from './upstream.js';
 
 /** What every proxied call shares: the governor, the upstream pools and the proxy's settings. */
@@ -22,6 +23,8 @@ export interface ProxyCore {
   metrics: GovMetrics;
   escalate: EscalatePolicy;
   windowChars: number;
+  /** Where released LLM answers record the tool calls they hand the agent (tool-call-links.ts). */
+  links: ToolCallLinks;
   upstreamTimeoutMs: number;
   /** Largest upstream answer read whole for inspection. */
   maxAnswerBytes: number;
@@ -135,6 +138,18 @@ function postCheckRequest(held: HeldPreCheck, call: ProxyCall, ins: Inspected, l
 function errorInspected(a: UpstreamAnswer): Inspected {
   const error = a.json !== undefined ? a.json : clip(a.body.toString('utf8'), 4096);
   return { output: { upstream_status: a.status, error }, toolsCalled: [] };
+}
+
+/**
+ * The tool calls a released LLM answer hands the agent, recorded under its post-check envelope so that
+ * the MCP/HTTP call that executes one is linked to it. Called before the answer's last byte leaves, so an
+ * agent cannot run a tool call before the sidecar knows it asked for it.
+ */
+function recordAsked(core: ProxyCore, call: ProxyCall, asked: readonly AskedToolCall[] | undefined, llmEnvelopeId: string): void {
+  if (asked === undefined) return;
+  for (const a of asked) {
+    core.links.recordRequested({ agentId: call.ctx.agentId, sessionId: call.ctx.sessionId, tool: a.name, args: a.args, llmEnvelopeId, toolCallId: a.id });
+  }
 }
 
 function parseJson(body: Buffer, contentType: string): unknown {
@@ -258,9 +273,28 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
     return ledgerDown(call, headers);
   }
   call.res.writeHead(up.status, callerResponseHeaders(up.headers, headers));
+  const sse = up.status < 300 && String(up.headers['content-type'] ?? '').includes('text/event-stream');
+  const filter = sse ? (call.route.adapter.passStreamFilter?.(call.ctx) ?? null) : null;
   try {
-    for await (const chunk of up.body) {
-      if (!call.res.write(chunk as Buffer)) await once(call.res, 'drain');
+    if (filter === null) {
+      for await (const chunk of up.body) {
+        if (!call.res.write(chunk as Buffer)) await once(call.res, 'drain');
+      }
+    } else {
+      // Event by event through the adapter's filter, each event as soon as it is complete: a server
+      // stream is long-lived, so nothing is held beyond the event being read.
+      const parser = new SseParser();
+      let out = '';
+      const onEvent = (ev: SseEvent) => {
+        out += filter(ev);
+      };
+      for await (const chunk of up.body) {
+        parser.push(chunk as Buffer, onEvent);
+        if (out !== '' && !call.res.write(out)) await once(call.res, 'drain');
+        out = '';
+      }
+      parser.end(onEvent);
+      if (out !== '') call.res.write(out);
     }
     call.res.end();
   } catch {
@@ -324,7 +358,8 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
   const latency = performance.now() - t0;
   const answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
-  const inspected = up.status < 400 ? call.route.adapter.inspect(answer, call.proposal) : errorInspected(answer);
+  const adapter = call.route.adapter;
+  const inspected = up.status < 400 ? adapter.inspect(answer, call.proposal) : (adapter.inspectError?.(answer, call.proposal) ?? errorInspected(answer));
   const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency));
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;
@@ -333,10 +368,11 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   const d = disposition(outcome, core.escalate);
   if (d !== 'release') {
     const err = refusal('post', outcome, post.response.decision.reason, postId, d === 'hold');
-    sendError(call.res, call.route.adapter, err, headers, call.proposal);
+    sendError(call.res, adapter, err, headers, call.proposal);
     return err.status;
   }
-  const body = call.route.adapter.rewriteReleased?.(answer, call.proposal, inspected) ?? raw;
+  recordAsked(core, call, inspected.askedToolCalls, postId);
+  const body = adapter.rewriteReleased?.(answer, call.proposal, inspected) ?? raw;
   const out = callerResponseHeaders(up.headers, headers);
   out['content-length'] = body.length;
   call.res.writeHead(up.status, out);
@@ -438,12 +474,14 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;
   const committed = await post.committed.then(() => true, () => false);
+  if (committed && releaseRest && aborted !== 'client_closed') guard.releaseAll();
+  // The tool calls the caller received whole, even on a stream cut later: it may run them.
+  if (committed) recordAsked(core, call, inspector.unitsSnapshot(guard.deliveredUnits()).askedToolCalls, postId);
 
   if (aborted === 'client_closed') return 499;
   if (!committed) {
     res.write(adapter.streamErrorEvent(errorInfo('ledger_unavailable', 'the audit ledger could not record this answer, so its rest was not released'), call.proposal));
   } else if (releaseRest) {
-    guard.releaseAll();
     if (failure !== null) {
       const kind = aborted === 'shutdown' ? 'shutting_down' : failure.kind === 'timeout' ? 'upstream_timeout' : 'upstream_unreachable';
       res.write(adapter.streamErrorEvent(errorInfo(kind, `${failure.message} (envelope ${postId})`, postId), call.proposal));

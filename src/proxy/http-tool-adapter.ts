@@ -1,6 +1,6 @@
-import { ProposalError, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from './adapter.js';
+import { ProposalError, type AdapterContext, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from './adapter.js';
 import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall, type HttpToolErrorCode } from './http-tool.js';
-import { toolCallLinkMetadata, type ToolCallLinks } from './tool-call-links.js';
+import { toolCallLinkMetadata } from './tool-call-links.js';
 
 /**
  * A plain HTTP tool behind the proxy core's one-call-one-proposal sequence (adapter.ts): the call is the
@@ -9,10 +9,6 @@ import { toolCallLinkMetadata, type ToolCallLinks } from './tool-call-links.js';
  * Prefer `proposeRaw`: a tool call is often a GET without a body, or a form, which the core's JSON-only
  * `propose` path cannot express, and only the raw text shows a JSON object repeating a key.
  */
-
-export interface HttpToolAdapterOptions {
-  links?: ToolCallLinks;
-}
 
 interface HttpToolState {
   tool: string;
@@ -45,7 +41,7 @@ export class HttpToolAdapter implements ProtocolAdapter {
 
   constructor(
     private readonly tool: string,
-    private readonly opts: HttpToolAdapterOptions = {},
+    private readonly context: Pick<AdapterContext, 'links'>,
   ) {}
 
   /** Every method is a call of the tool (a GET lookup acts as much as a POST); HEAD and OPTIONS only probe. */
@@ -69,7 +65,7 @@ export class HttpToolAdapter implements ProtocolAdapter {
 
   private proposal(params: Record<string, unknown>, call: CallContext, method: string, path: string): Proposal {
     const metadata: Record<string, unknown> = { http_tool: { method, path: path === '' ? '/' : path } };
-    if (this.opts.links) Object.assign(metadata, toolCallLinkMetadata(this.opts.links.claim(call.agentId, call.sessionId, this.tool, params)));
+    Object.assign(metadata, toolCallLinkMetadata(this.context.links.claim(call.agentId, call.sessionId, this.tool, params)));
     const state: HttpToolState = { tool: this.tool, params, answered: false };
     return { model: null, input: '', user: null, stream: false, toolResults: [], metadata, action: { name: this.tool, params }, state };
   }
@@ -90,6 +86,11 @@ export class HttpToolAdapter implements ProtocolAdapter {
       toolResults: [{ name: state.tool, output, error: response.status >= 400 ? `HTTP ${response.status}` : null }],
       model: `http-tool:${state.tool}`,
     };
+  }
+
+  /** An error status is still the tool's answer, which the agent reads: checked as its result too. */
+  inspectError(response: UpstreamAnswer, proposal: Proposal): Inspected {
+    return this.inspect(response, proposal);
   }
 
   errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string } {

@@ -1,8 +1,5 @@
 import type { JsonObject } from '../contracts/common.js';
-import type { PostCheckRequest, PreCheckRequest } from '../contracts/runtime.js';
 import { hasDuplicateKeys } from './json-duplicate-keys.js';
-import { toolCallLinkMetadata, type ToolCallLink } from './tool-call-links.js';
-import type { ToolCallerContext } from './tool-governance.js';
 
 /**
  * A plain HTTP tool behind `/tools/{name}/*`: the tool is `{name}`, its arguments are what the request
@@ -99,22 +96,6 @@ export function httpToolParams(call: HttpToolCall): HttpToolParams {
   return { ok: true, params };
 }
 
-/** `link`: undefined when the sidecar keeps no link registry, null when no model turn asked for this call. */
-export function httpToolPreCheck(call: HttpToolCall, params: JsonObject, caller: ToolCallerContext, link?: ToolCallLink | null): PreCheckRequest {
-  const metadata: JsonObject = { http_tool: { method: call.method, path: call.path === '' ? '/' : call.path } };
-  if (link !== undefined) Object.assign(metadata, toolCallLinkMetadata(link));
-  return {
-    agent_id: caller.agentId,
-    framework: 'REST',
-    action: call.tool,
-    params,
-    user: caller.user ?? 'unknown',
-    input: '',
-    session_id: caller.sessionId,
-    metadata,
-  };
-}
-
 /** The upstream's answer as a post-check output: its JSON (non-objects under `result`), else `{text}`. */
 export function httpToolOutput(contentType: string | null, body: Buffer): JsonObject {
   if (body.length === 0) return {};
@@ -129,34 +110,6 @@ export function httpToolOutput(contentType: string | null, body: Buffer): JsonOb
     }
   }
   return { text };
-}
-
-export type HttpToolOutcome =
-  | { kind: 'response'; status: number; contentType: string | null; body: Buffer }
-  /** No answer: connection refused, reset, timeout. */
-  | { kind: 'failure'; message: string };
-
-/**
- * The post-check of an HTTP tool call; the answer goes to `output` (secret and PII rules) and to
- * `tool_results` (indirect-injection rules), an HTTP error status as the result's error.
- */
-export function httpToolPostCheck(preEnvelopeId: string, tool: string, outcome: HttpToolOutcome, latencyMs?: number): PostCheckRequest {
-  let output: JsonObject;
-  let error: string | null = null;
-  if (outcome.kind === 'response') {
-    output = httpToolOutput(outcome.contentType, outcome.body);
-    if (outcome.status >= 400) error = `HTTP ${outcome.status}`;
-  } else {
-    output = { error: { message: outcome.message } };
-    error = outcome.message;
-  }
-  const req: PostCheckRequest = {
-    pre_check_envelope_id: preEnvelopeId,
-    execution: { model: `http-tool:${tool}`, tools_called: [], tool_results: [{ name: tool, output, error }] },
-    output,
-  };
-  if (latencyMs !== undefined) req.execution.latency_ms = Math.round(latencyMs * 1000) / 1000;
-  return req;
 }
 
 export type HttpToolErrorCode =

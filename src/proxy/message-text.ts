@@ -1,3 +1,6 @@
+import type { ToolCallInput } from '../contracts/runtime.js';
+import type { AskedToolCall } from './adapter.js';
+
 /** Shared readers for the loosely typed JSON of provider requests and answers. */
 
 export type Json = Record<string, unknown>;
@@ -51,10 +54,52 @@ export function resultValue(content: unknown): unknown {
   return text;
 }
 
+/**
+ * The pre-check input of an LLM call: the text of the newest user message that has any (a turn that only
+ * hands back tool results has none), and the index of the newest user message, after which come this
+ * turn's tool results. `textOf` reads a message's content in the provider's shape.
+ */
+export function lastUserInput(messages: readonly unknown[], textOf: (content: unknown) => string): { input: string; lastUser: number } {
+  let lastUser = -1;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (!isObject(m) || m.role !== 'user') continue;
+    if (lastUser === -1) lastUser = i;
+    const t = textOf(m.content);
+    if (t !== '') return { input: t, lastUser };
+  }
+  return { input: '', lastUser };
+}
+
 export function clip(s: string, max: number): string {
   return s.length <= max ? s : s.slice(0, max);
 }
 
 export function intOrUndefined(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
+}
+
+/** A tool call as an LLM answer states it; `id` is null where the provider gives none (server tools, legacy function_call). */
+export interface AnswerToolCall {
+  id: string | null;
+  name: string;
+  args: unknown;
+}
+
+/**
+ * Tool calls of an LLM answer as the post-check sees them: `entries` for `output.tool_calls` (the
+ * arguments under the provider's own key, `arguments` or `input`), `called` for the tool-trust gate, and
+ * `asked`, the ones the agent is to run, for the tool-call links.
+ */
+export function toolCallFields(calls: Iterable<AnswerToolCall>, argsKey: 'arguments' | 'input'): { entries: Json[]; called: ToolCallInput[]; asked: AskedToolCall[] } {
+  const entries: Json[] = [];
+  const called: ToolCallInput[] = [];
+  const asked: AskedToolCall[] = [];
+  for (const c of calls) {
+    const name = c.name === '' ? '(unnamed)' : clip(c.name, 200);
+    entries.push({ name, [argsKey]: c.args });
+    called.push({ name, args: argsObject(c.args) });
+    if (c.id !== null) asked.push({ id: c.id, name: c.name, args: c.args });
+  }
+  return { entries, called, asked };
 }

@@ -1,5 +1,6 @@
-import type { ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
+import type { ToolResultInput } from '../contracts/runtime.js';
 import {
+  classifyLlmEndpoint,
   ProposalError,
   type CallContext,
   type Inspected,
@@ -10,9 +11,10 @@ import {
   type StreamInspector,
   type UpstreamAnswer,
 } from './adapter.js';
-import { argsObject, clip, contentText, intOrUndefined, isObject, resultValue, str, type Json } from './message-text.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
 import type { SseEvent } from './sse.js';
 
+const GOVERNED_POST = new Set(['/v1/chat/completions', '/chat/completions']);
 /** Endpoints that only read or embed, forwarded with a pre-check row and no output inspection. */
 const PASS_POST = new Set(['/v1/embeddings', '/v1/moderations']);
 
@@ -36,21 +38,9 @@ function errorObject(err: ProxyErrorInfo): Json {
 }
 
 interface ToolCallDraft {
-  choice: number;
+  id: string;
   name: string;
   args: string;
-}
-
-/** Tool calls of an answer as output entries and as tools_called (the tool-trust gate reads the latter). */
-function toolCallFields(calls: Iterable<{ name: string; args: unknown }>): { entries: Json[]; called: ToolCallInput[] } {
-  const entries: Json[] = [];
-  const called: ToolCallInput[] = [];
-  for (const c of calls) {
-    const name = c.name === '' ? '(unnamed)' : clip(c.name, 200);
-    entries.push({ name, arguments: c.args });
-    called.push({ name, args: argsObject(c.args) });
-  }
-  return { entries, called };
 }
 
 /**
@@ -63,29 +53,13 @@ export class OpenAiAdapter implements ProtocolAdapter {
   readonly framework = 'OpenAI Agents' as const;
 
   classify(method: string, pathname: string): 'governed' | 'pass' | null {
-    if (method === 'POST') {
-      if (pathname === '/v1/chat/completions' || pathname === '/chat/completions') return 'governed';
-      return PASS_POST.has(pathname) ? 'pass' : null;
-    }
-    return method === 'GET' || method === 'HEAD' ? 'pass' : null;
+    return classifyLlmEndpoint(method, pathname, GOVERNED_POST, PASS_POST);
   }
 
   propose(body: unknown, call: CallContext): Proposal {
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
-    let input = '';
-    let lastUser = -1;
-    for (let i = messages.length - 1; i >= 0; i--) {
-      const m = messages[i];
-      if (isObject(m) && m.role === 'user') {
-        const t = contentText(m.content);
-        if (lastUser === -1) lastUser = i;
-        if (t !== '') {
-          input = t;
-          break;
-        }
-      }
-    }
+    const { input, lastUser } = lastUserInput(messages, contentText);
     // Tool results the agent sends back this turn (after the last user message), named by their call ids.
     const toolResults: ToolResultInput[] = [];
     const callNames = new Map<string, string>();
@@ -131,7 +105,7 @@ export class OpenAiAdapter implements ProtocolAdapter {
     const j = isObject(res.json) ? res.json : {};
     const choices = Array.isArray(j.choices) ? j.choices : [];
     const texts: string[] = [];
-    const calls: Array<{ name: string; args: unknown }> = [];
+    const calls: AnswerToolCall[] = [];
     let refusal: string | null = null;
     for (const c of choices) {
       const m = isObject(c) && isObject(c.message) ? c.message : null;
@@ -142,13 +116,15 @@ export class OpenAiAdapter implements ProtocolAdapter {
       if (Array.isArray(m.tool_calls)) {
         for (const tc of m.tool_calls) {
           if (!isObject(tc)) continue;
-          if (isObject(tc.function)) calls.push({ name: str(tc.function.name) ?? '', args: tc.function.arguments ?? '' });
-          else if (isObject(tc.custom)) calls.push({ name: str(tc.custom.name) ?? '', args: tc.custom.input ?? '' });
+          const id = str(tc.id) ?? '';
+          if (isObject(tc.function)) calls.push({ id, name: str(tc.function.name) ?? '', args: tc.function.arguments ?? '' });
+          else if (isObject(tc.custom)) calls.push({ id, name: str(tc.custom.name) ?? '', args: tc.custom.input ?? '' });
         }
       }
-      if (isObject(m.function_call)) calls.push({ name: str(m.function_call.name) ?? '', args: m.function_call.arguments ?? '' });
+      // The legacy function_call has no id; the agent runs it all the same.
+      if (isObject(m.function_call)) calls.push({ id: '', name: str(m.function_call.name) ?? '', args: m.function_call.arguments ?? '' });
     }
-    const { entries, called } = toolCallFields(calls);
+    const { entries, called, asked } = toolCallFields(calls, 'arguments');
     const output: Json = { text: texts.join('\n') };
     if (refusal !== null) output.refusal = refusal;
     if (entries.length > 0) output.tool_calls = entries;
@@ -156,6 +132,7 @@ export class OpenAiAdapter implements ProtocolAdapter {
     return {
       output,
       toolsCalled: called,
+      askedToolCalls: asked,
       model: str(j.model) ?? undefined,
       tokens: intOrUndefined(usage.total_tokens),
       promptTokens: intOrUndefined(usage.prompt_tokens),
@@ -224,10 +201,11 @@ class OpenAiChatStream implements StreamInspector {
           }
           let draft = this.calls.get(u);
           if (draft === undefined) {
-            draft = { choice: ci, name: '', args: '' };
+            draft = { id: '', name: '', args: '' };
             this.calls.set(u, draft);
             this.open.add(u);
           }
+          if (typeof tc.id === 'string') draft.id = tc.id;
           const fn = isObject(tc.function) ? tc.function : isObject(tc.custom) ? tc.custom : null;
           if (fn !== null) {
             if (typeof fn.name === 'string') draft.name += fn.name;
@@ -258,12 +236,13 @@ class OpenAiChatStream implements StreamInspector {
   }
 
   snapshot(): Inspected {
-    const { entries, called } = toolCallFields([...this.calls.values()].map((d) => ({ name: d.name, args: d.args })));
+    const { entries, called, asked } = toolCallFields(this.calls.values(), 'arguments');
     const output: Json = { text: [...this.texts.values()].join('\n') };
     if (entries.length > 0) output.tool_calls = entries;
     return {
       output,
       toolsCalled: called,
+      askedToolCalls: asked,
       model: this.model,
       tokens: intOrUndefined(this.usage.total_tokens),
       promptTokens: intOrUndefined(this.usage.prompt_tokens),
@@ -272,12 +251,12 @@ class OpenAiChatStream implements StreamInspector {
   }
 
   unitsSnapshot(units: readonly number[]): Inspected {
-    const picked: Array<{ name: string; args: unknown }> = [];
+    const picked: ToolCallDraft[] = [];
     for (const u of units) {
       const d = this.calls.get(u);
-      if (d !== undefined) picked.push({ name: d.name, args: d.args });
+      if (d !== undefined) picked.push(d);
     }
-    const { entries, called } = toolCallFields(picked);
-    return { output: { tool_calls: entries }, toolsCalled: called, model: this.model };
+    const { entries, called, asked } = toolCallFields(picked, 'arguments');
+    return { output: { tool_calls: entries }, toolsCalled: called, askedToolCalls: asked, model: this.model };
   }
 }

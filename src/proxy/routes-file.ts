@@ -137,18 +137,3 @@ export function loadProxyRoutes(env: NodeJS.ProcessEnv = process.env, path: stri
   }
   return routes;
 }
-
-/** The route named by a path segment (case-insensitive), or undefined: the listener answers 404. */
-export function findNamedUpstream(map: ReadonlyMap<string, NamedUpstream>, segment: string): NamedUpstream | undefined {
-  return map.get(segment.toLowerCase());
-}
-
-/**
- * The upstream URL for `/mcp/{name}{rest}?{query}`: the route URL with `rest` appended, so `/mcp/orders`
- * reaches the route URL itself and `/mcp/orders/x` reaches `<url>/x`.
- */
-export function namedUpstreamUrl(route: NamedUpstream, rest: string, search = ''): string {
-  const q = search === '' || search === '?' ? '' : search.startsWith('?') ? search : `?${search}`;
-  if (rest === '' || rest === '/') return `${route.url}${q}`;
-  return `${route.url.replace(/\/+$/, '')}${rest.startsWith('/') ? rest : `/${rest}`}${q}`;
-}

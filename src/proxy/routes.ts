@@ -1,5 +1,5 @@
 import { SettingsError, type ProxySettings } from '../config/settings.js';
-import type { ProtocolAdapter } from './adapter.js';
+import type { AdapterContext, AdapterFactory, ProtocolAdapter } from './adapter.js';
 import { parseTarget, type UpstreamTarget } from './upstream.js';
 
 export interface ProxyRoute {
@@ -59,8 +59,6 @@ export class RouteTable {
   }
 }
 
-export type AdapterFactory = (route: { kind: string; name: string }) => ProtocolAdapter;
-
 interface Upstream {
   kind: string;
   name: string;
@@ -73,7 +71,7 @@ interface Upstream {
  * the GOV_PROXY_ROUTES file, then GOV_UPSTREAM_MCP_<NAME>/GOV_UPSTREAM_TOOL_<NAME>). A kind without an
  * adapter stops the start: its traffic would otherwise pass ungoverned.
  */
-export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<string, AdapterFactory>>): RouteTable {
+export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<string, AdapterFactory>>, context: AdapterContext): RouteTable {
   const all: Upstream[] = [
     { kind: 'openai', name: 'openai', url: proxy.upstreamOpenai, timeoutMs: null },
     { kind: 'anthropic', name: 'anthropic', url: proxy.upstreamAnthropic, timeoutMs: null },
@@ -90,7 +88,7 @@ export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<
       prefix: routePrefix(u.kind, u.name),
       target: parseTarget(u.url),
       timeoutMs: u.timeoutMs ?? proxy.upstreamTimeoutMs,
-      adapter: factory({ kind: u.kind, name: u.name }),
+      adapter: factory({ kind: u.kind, name: u.name }, context),
     });
   }
   return new RouteTable(routes);

@@ -1,9 +1,11 @@
 import type { Settings } from '../config/settings.js';
 import { compose, type ComposeOptions, type Composed } from '../server/compose.js';
+import type { AdapterContext, ProtocolAdapter } from './adapter.js';
 import { ADAPTERS } from './adapters.js';
 import type { ProxyCore } from './governed-call.js';
 import { ProxyServer } from './proxy-server.js';
-import { buildRouteTable, type AdapterFactory, type RouteTable } from './routes.js';
+import { buildRouteTable, type RouteTable } from './routes.js';
+import { ToolCallLinks } from './tool-call-links.js';
 import { UpstreamPools } from './upstream.js';
 
 export interface Sidecar {
@@ -17,21 +19,27 @@ export interface Sidecar {
   close(): Promise<void>;
 }
 
-export interface SidecarOptions extends ComposeOptions {
-  /** Extra or replacement adapters (tests, later protocols). */
-  adapters?: Readonly<Record<string, AdapterFactory>>;
-}
+export type SidecarOptions = ComposeOptions;
 
 /**
  * The sidecar mode as a composition: the embedded API (compose()) plus the proxy, sharing one governor,
- * ledger, kill switch and manifest set. Nothing in the routes or the engine knows which mode runs.
+ * ledger, kill switch and manifest set, and one tool-call link registry between the LLM routes that
+ * record the tool calls they release and the MCP/tool routes that execute them. Nothing in the routes or
+ * the engine knows which mode runs.
  */
 export async function composeSidecar(settings: Settings, opts: SidecarOptions = {}): Promise<Sidecar> {
   const proxySettings = settings.proxy;
   if (proxySettings === null) throw new Error('composeSidecar needs sidecar settings (loadSettings("sidecar"))');
-  const adapters = { ...ADAPTERS, ...opts.adapters };
-  const routes = buildRouteTable(proxySettings, adapters);
   const composed = await compose(settings, opts);
+  const links = new ToolCallLinks();
+  const context: AdapterContext = { manifest: (agentId) => composed.manifests.get(agentId), links };
+  let routes: RouteTable;
+  try {
+    routes = buildRouteTable(proxySettings, ADAPTERS, context);
+  } catch (e) {
+    await composed.close();
+    throw e;
+  }
   const pools = new UpstreamPools(proxySettings.upstreamTimeoutMs);
   const core: ProxyCore = {
     governor: composed.governor,
@@ -40,13 +48,14 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     metrics: composed.metrics,
     escalate: proxySettings.escalate,
     windowChars: proxySettings.guardWindowChars,
+    links,
     upstreamTimeoutMs: proxySettings.upstreamTimeoutMs,
     // An LLM answer is far below this; the bound only stops a broken upstream from exhausting memory.
     maxAnswerBytes: Math.max(64 * 1024 * 1024, settings.maxBodyBytes),
   };
-  const unnamed = new Map<string, ReturnType<AdapterFactory> | undefined>();
+  const unnamed = new Map<string, ProtocolAdapter | undefined>();
   const adapterOfKind = (kind: string) => {
-    if (!unnamed.has(kind)) unnamed.set(kind, adapters[kind]?.({ kind, name: '' }));
+    if (!unnamed.has(kind)) unnamed.set(kind, ADAPTERS[kind]?.({ kind, name: '' }, context));
     return unnamed.get(kind);
   };
   const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, defaultAgentId: proxySettings.defaultAgentId, adapterOfKind });

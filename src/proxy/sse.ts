@@ -4,8 +4,10 @@ import { StringDecoder } from 'node:string_decoder';
 export interface SseEvent {
   /** The `event:` field, or null for the default `message` event. */
   event: string | null;
-  /** `data:` lines joined with "\n" (the SSE rule). */
+  /** `data:` lines joined with "\n" (the SSE rule); '' for an event without data (a comment, an id-only priming event). */
   data: string;
+  /** The last `id:` field, or null when the event has none. */
+  id: string | null;
   /** The event as received, terminating blank line included. */
   raw: string;
 }
@@ -18,14 +20,21 @@ export class SseParser {
   private readonly decoder = new StringDecoder('utf8');
   private buf = '';
   private event: string | null = null;
+  private id: string | null = null;
   private data: string[] = [];
+  private bomChecked = false;
   /** Offset in buf where the current event's raw text begins. */
   private start = 0;
   /** Offset in buf of the next line to read. */
   private pos = 0;
 
-  push(chunk: Buffer, emit: (e: SseEvent) => void): void {
-    this.buf += this.decoder.write(chunk);
+  push(chunk: Uint8Array, emit: (e: SseEvent) => void): void {
+    this.buf += this.decoder.write(chunk as Buffer);
+    if (!this.bomChecked && this.buf.length > 0) {
+      // A stream may start with a byte order mark, which is not part of the first line (WHATWG).
+      this.bomChecked = true;
+      if (this.buf.charCodeAt(0) === 0xfeff) this.buf = this.buf.slice(1);
+    }
     this.drain(emit);
   }
 
@@ -89,13 +98,15 @@ export class SseParser {
     if (value.charCodeAt(0) === 32) value = value.slice(1);
     if (field === 'data') this.data.push(value);
     else if (field === 'event') this.event = value;
+    else if (field === 'id' && !value.includes('\u0000')) this.id = value;
   }
 
   private dispatch(end: number, emit: (e: SseEvent) => void): void {
     const raw = this.buf.slice(this.start, end);
-    const ev: SseEvent = { event: this.event, data: this.data.join('\n'), raw };
+    const ev: SseEvent = { event: this.event, data: this.data.join('\n'), id: this.id, raw };
     this.start = end;
     this.event = null;
+    this.id = null;
     this.data = [];
     emit(ev);
   }

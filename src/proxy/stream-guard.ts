@@ -56,6 +56,8 @@ export class StreamGuard {
   /** Units known complete and passed. */
   private readonly passedUnits = new Set<number>();
   private readonly completeUnits: number[] = [];
+  /** Units with at least one event delivered. */
+  private readonly releasedUnits = new Set<number>();
   private cut = false;
 
   constructor(private readonly o: StreamGuardOptions) {
@@ -103,6 +105,13 @@ export class StreamGuard {
     this.cut = true;
   }
 
+  /** Units (tool calls) the caller has received whole: every event of theirs was delivered. */
+  deliveredUnits(): number[] {
+    const out = new Set(this.releasedUnits);
+    for (let i = this.head; i < this.queue.length; i++) out.delete(this.queue[i].unit);
+    return [...out];
+  }
+
   /** What left and what is still held; `commit` adds the SHA-256 of the held part (the withheld record). */
   account(commit: boolean): StreamAccount {
     let withheld = '';
@@ -148,6 +157,7 @@ export class StreamGuard {
       }
       out += h.raw;
       if (h.textEnd !== -1) this.releasedText = h.textEnd;
+      if (h.unit !== -1) this.releasedUnits.add(h.unit);
       this.head++;
     }
     if (this.head > 1024 && this.head === this.queue.length) {

@@ -2,12 +2,12 @@ import t from 'tap';
 import { ProposalError, type CallContext, type UpstreamAnswer } from '../../src/proxy/adapter.js';
 import { McpAdapter } from '../../src/proxy/mcp/adapter.js';
 import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/mcp/governance-error.js';
-import { decodeSseMessages, encodeSseMessage } from '../../src/proxy/mcp/sse-framing.js';
+import { decodeSseMessages, encodeSseMessage, sseEvents } from '../../src/proxy/mcp/sse-framing.js';
 import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
 
 const ctx: CallContext = { agentId: 'a1', sessionId: null, method: 'POST', path: '/', pathname: '/', headers: {}, route: 'orders' };
 const manifest = { tools: [{ name: 'lookup_order' }] };
-const adapter = (links?: ToolCallLinks) => new McpAdapter('orders', links ? { manifest: () => manifest, links } : { manifest: () => manifest });
+const adapter = (links = new ToolCallLinks()) => new McpAdapter('orders', { manifest: () => manifest, links });
 const call = (id: number | string, name: string, args?: unknown) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: args === undefined ? { name } : { name, arguments: args } });
 const json = (v: unknown, status = 200): UpstreamAnswer => ({ status, headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify(v)), json: v });
 const refusedAs400 = (fn: () => unknown): boolean => {
@@ -37,7 +37,7 @@ t.test('propose: a tools/call is the action; other methods propose none', async 
   t.same([p.model, p.input, p.stream, p.toolResults], [null, '', false, []]);
   const init = adapter().propose({ jsonrpc: '2.0', id: 0, method: 'initialize', params: {} }, ctx);
   t.equal(init.action, undefined);
-  t.same(init.metadata, { mcp: { server: 'orders', methods: ['initialize'] } });
+  t.same(init.metadata, { mcp: { server: 'orders', methods: ['initialize'] } }, 'a body without tools/call claims no link and is not flagged');
   const batch = adapter().propose([{ jsonrpc: '2.0', method: 'notifications/initialized' }, call(1, 'lookup_order'), { jsonrpc: '2.0', id: 2, method: 'tools/list' }], ctx);
   t.same(batch.action, { name: 'lookup_order', params: {} }, 'a batch with one tools/call proposes it');
 });
@@ -108,4 +108,21 @@ t.test('errors in JSON-RPC on the request ids; refused before, withheld after th
   ]);
   t.match(JSON.parse(a.errorBody({ kind: 'invalid_json', status: 400, message: 'bad' }).body), { id: null, error: { code: -32700 } });
   t.same(decodeSseMessages(a.streamErrorEvent(err, p)), [before].map((b) => ({ ...b, error: { ...b.error, code: MCP_GOVERNANCE_WITHHELD } })));
+});
+
+t.test('the GET stream: server requests and notifications pass byte for byte, answers never do', async (t) => {
+  const a = adapter();
+  t.equal(a.passStreamFilter({ ...ctx, method: 'DELETE' }), null);
+  const filter = a.passStreamFilter({ ...ctx, method: 'GET' })!;
+  const notification = encodeSseMessage({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' }, 'e1');
+  const request = encodeSseMessage({ jsonrpc: '2.0', id: 's-1', method: 'sampling/createMessage', params: {} }, 'e2');
+  const replayed = encodeSseMessage({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'AKIAIOSFODNN7EXAMPLE' }] } }, 'e3');
+  const sessionLost = encodeSseMessage({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } });
+  const mixed = 'id: e4\ndata: [{"jsonrpc":"2.0","method":"notifications/message","params":{}},{"jsonrpc":"2.0","id":2,"result":{}}]\n\n';
+  const stream = ': keep-alive\n\nid: p0\ndata: \n\n' + notification + request + replayed + sessionLost + mixed + 'event: other\ndata: {}\n\n';
+  const out = sseEvents(stream).map(filter).join('');
+  t.ok(out.startsWith(': keep-alive\n\nid: p0\ndata: \n\n' + notification + request + sessionLost), 'comments, priming, notifications, server requests and a session error pass unchanged');
+  t.notMatch(out, /AKIA/, 'an answer replayed on the GET stream is dropped: no post-check has seen it');
+  t.same(decodeSseMessages(out).map((m) => ('method' in m ? m.method : m.id)), ['notifications/tools/list_changed', 'sampling/createMessage', null, 'notifications/message']);
+  t.match(out, /id: e4\nevent: message\ndata: \[\{"jsonrpc":"2.0","method":"notifications\/message","params":\{\}\}\]\n\n/, 'a batch keeps its notification, re-encoded with its event id');
 });

@@ -1,133 +1,225 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
+// MCP through `gov sidecar` as the product composes it (no adapter injected): the real MCP SDK client →
+// the sidecar's /mcp/{name} route (GOV_UPSTREAM_MCP_<NAME>) → the real MCP SDK streamable-HTTP server,
+// with the ledger read back through the embedded API.
 import t from 'tap';
-import { pino } from 'pino';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { loadSettings } from '../../src/config/settings.js';
-import { HttpToolAdapter } from '../../src/proxy/http-tool-adapter.js';
-import { McpAdapter } from '../../src/proxy/mcp/adapter.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/mcp/governance-error.js';
-import { composeSidecar, type Sidecar } from '../../src/proxy/sidecar.js';
-import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
-import { startHttpToolServer } from '../helpers/http-tool-server.js';
-import { LEAKED_AWS_KEY, startMcpTestServer, type McpTestServerOptions } from '../helpers/mcp-server.js';
-
-/**
- * The MCP and HTTP-tool adapters inside the sidecar's own core (listener, pre-check, forward, post-check,
- * ledger), injected the way composeSidecar takes extra adapters: proof that they fit its adapter contract.
- */
+import { decodeSseMessages } from '../../src/proxy/mcp/sse-framing.js';
+import { connectMcp, type RecordingMcpClient } from '../helpers/mcp-client.js';
+import { startMockUpstream } from '../helpers/mock-upstreams.js';
+import { LEAKED_AWS_KEY, startMcpTestServer, type McpTestServer, type McpTestServerOptions } from '../helpers/mcp-server.js';
+import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
 
 const AGENT = 'mcp-agent';
+const MANIFEST = {
+  tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365 } } }, { name: 'leaky_tool' }, { name: 'injector' }, { name: 'chatty_tool' }],
+};
+const CALLER_SECRET = 'Bearer mcp-caller-secret';
+const JSON_AND_SSE = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
-async function sidecarWith(t: TapTest, env: Record<string, string>): Promise<{ sidecar: Sidecar; proxyUrl: string; links: ToolCallLinks; logs: string[] }> {
-  const dir = mkdtempSync(join(tmpdir(), 'gov-mcp-sidecar-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const settings = loadSettings('sidecar', {
-    GOV_ENV: 'test',
-    GOV_LOG_LEVEL: 'debug',
-    GOV_EMBED_DB: join(dir, 'ledger'),
-    GOV_EMBED_TOKEN: 'test-embed-token-0123456789',
-    GOV_UPSTREAM_OPENAI: 'http://127.0.0.1:9',
-    GOV_UPSTREAM_ANTHROPIC: 'http://127.0.0.1:9',
-    GOV_AGENT_ID: AGENT,
-    ...env,
-  }, process.cwd());
-  const logs: string[] = [];
-  const logger = pino({ level: 'debug' }, new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }));
-  const links = new ToolCallLinks();
-  // Routes are built before the composition exists, so the manifest lookup resolves through this holder.
-  const holder: { sidecar?: Sidecar } = {};
-  const sidecar = await composeSidecar(settings, {
-    logger,
-    adapters: {
-      mcp: (route) => new McpAdapter(route.name, { manifest: (id) => holder.sidecar?.composed.manifests.get(id) ?? null, links }),
-      tool: (route) => new HttpToolAdapter(route.name, { links }),
-    },
+async function rig(t: TapTest, opts: McpTestServerOptions = {}, env: Record<string, string> = {}): Promise<{ sc: TestSidecar; mcp: McpTestServer; endpoint: string }> {
+  const mcp = await startMcpTestServer(opts);
+  t.teardown(() => mcp.close());
+  const sc = await startSidecar({ env: { GOV_UPSTREAM_MCP_ORDERS: mcp.url, GOV_AGENT_ID: AGENT, ...env } });
+  t.teardown(() => sc.close());
+  const put = await sc.api('PUT', `/v1/agents/${AGENT}/manifest`, MANIFEST);
+  if (put.status !== 200) throw new Error(`manifest PUT failed: ${put.status}`);
+  return { sc, mcp, endpoint: `${sc.proxyUrl}/mcp/orders` };
+}
+
+async function connect(t: TapTest, endpoint: string): Promise<RecordingMcpClient> {
+  const c = await connectMcp(endpoint, { authorization: CALLER_SECRET });
+  t.teardown(() => c.client.close());
+  return c;
+}
+
+/** A raw POST of a JSON-RPC body on an initialized session. */
+async function session(endpoint: string, protocolVersion = '2025-06-18'): Promise<(body: unknown, headers?: Record<string, string>) => Promise<Response>> {
+  const init = await fetch(endpoint, {
+    method: 'POST',
+    headers: JSON_AND_SSE,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
   });
-  holder.sidecar = sidecar;
-  t.teardown(() => sidecar.close());
-  await sidecar.composed.manifests.put(AGENT, { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365 } } }, { name: 'leaky_tool' }, { name: 'injector' }, { name: 'chatty_tool' }, { name: 'pages', limits: { history_days: { min: 1, max: 365 } } }] }, new Date());
-  const { proxyUrl } = await sidecar.listen({ proxyPort: 0, apiPort: 0 });
-  return { sidecar, proxyUrl, links, logs };
+  const sid = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const headers = { ...JSON_AND_SSE, 'mcp-session-id': sid, 'mcp-protocol-version': protocolVersion };
+  await fetch(endpoint, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) }).then((r) => r.text());
+  return (body, extra = {}) => fetch(endpoint, { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify(body) });
+}
+
+/** JSON-RPC answers of a response, JSON or SSE. */
+async function answers(res: Response): Promise<any[]> {
+  const text = await res.text();
+  const v = (res.headers.get('content-type') ?? '').startsWith('text/event-stream') ? decodeSseMessages(text) : JSON.parse(text);
+  return Array.isArray(v) ? v : [v];
 }
 
 for (const [label, opts] of [
   ['SSE', {}],
   ['JSON', { jsonResponse: true }],
 ] as Array<[string, McpTestServerOptions]>) {
-  t.test(`the real MCP client through the sidecar core with the MCP adapter (${label} answers)`, async (t) => {
-    const mcp = await startMcpTestServer(opts);
-    t.teardown(() => mcp.close());
-    const { sidecar, proxyUrl, links, logs } = await sidecarWith(t, { GOV_UPSTREAM_MCP_ORDERS: mcp.url });
-    links.recordRequested({ agentId: AGENT, sessionId: null, tool: 'lookup_order', args: '{"order_id":"5"}', llmEnvelopeId: '22222222-2222-4222-8222-222222222222', toolCallId: 'call_5' });
-
-    const client = new Client({ name: 'sidecar-test', version: '1.0.0' });
-    const transport = new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp/orders`), { requestInit: { headers: { authorization: 'Bearer mcp-caller-secret' } } });
-    await client.connect(transport);
-    t.teardown(() => client.close());
+  t.test(`an unmodified MCP client is governed by gov sidecar (${label} answers)`, async (t) => {
+    const { sc, mcp, endpoint } = await rig(t, opts);
+    const { client, transport, seen } = await connect(t, endpoint);
 
     const list = await client.listTools();
-    t.same(list.tools.map((x) => x.name).sort(), ['chatty_tool', 'injector', 'leaky_tool', 'lookup_order'], 'tools/list filtered on a JSON and an SSE answer alike');
+    t.same(list.tools.map((x) => x.name).sort(), ['chatty_tool', 'injector', 'leaky_tool', 'lookup_order'], 'tools/list is filtered to the manifest');
 
-    const ok = await client.callTool({ name: 'lookup_order', arguments: { order_id: '5' } });
-    t.same(ok.structuredContent, { order_id: '5', status: 'shipped' });
+    const ok = await client.callTool({ name: 'lookup_order', arguments: { order_id: '1234', history_days: 30 } });
+    t.same(ok.structuredContent, { order_id: '1234', status: 'shipped' });
+    const okHeaders = seen.at(-1)!;
+    t.equal(okHeaders.get('x-gov-decision'), 'approve');
+    const { pre, post } = await sc.rowsOf(okHeaders.get('x-gov-envelope-id')!);
+    t.equal(pre.envelope_id, okHeaders.get('x-gov-pre-check-envelope-id'));
+    t.match(pre.payload.request, { agent_id: AGENT, framework: 'MCP', action: 'lookup_order', params: { order_id: '1234', history_days: 30 }, metadata: { mcp: { server: 'orders' }, unrequested_tool_call: true } });
+    t.equal(post.parent_envelope_id, pre.envelope_id, 'two ledger rows, linked');
+    t.match(post.payload.request.output, { text: 'Order 1234 has shipped.', structuredContent: { order_id: '1234', status: 'shipped' } });
 
     const received = mcp.toolsCallsReceived;
     const refused = await client.callTool({ name: 'delete_everything', arguments: {} }).then(() => null, (e: Error) => e);
-    t.match(refused?.message, new RegExp(`"code":${MCP_GOVERNANCE_REFUSED}.*governance blocked this call before it reached the upstream`));
+    t.match(refused?.message, new RegExp(`"code":${MCP_GOVERNANCE_REFUSED}.*governance blocked this call before it reached the upstream.*envelope [0-9a-f-]{36}`));
     const limit = await client.callTool({ name: 'lookup_order', arguments: { order_id: '1', history_days: 9999 } }).then(() => null, (e: Error) => e);
-    t.match(limit?.message, /"code":-32050/);
+    t.match(limit?.message, new RegExp(`"code":${MCP_GOVERNANCE_REFUSED}.*history_days`));
     t.equal(mcp.toolsCallsReceived, received, 'refused calls never reached the MCP server');
+    t.notOk(mcp.executed.some((e) => e.tool === 'delete_everything'));
 
     const leak = await client.callTool({ name: 'leaky_tool', arguments: {} }).then(() => null, (e: Error) => e);
-    t.match(leak?.message, new RegExp(`"code":${MCP_GOVERNANCE_WITHHELD}.*secret-aws-access-key`));
-    t.notMatch(leak?.message, LEAKED_AWS_KEY);
+    t.match(leak?.message, new RegExp(`"code":${MCP_GOVERNANCE_WITHHELD}.*secret-aws-access-key`), 'a result carrying a secret is withheld');
+    t.notMatch(leak?.message, LEAKED_AWS_KEY, 'the secret never reaches the client');
+    t.ok(mcp.executed.some((e) => e.tool === 'leaky_tool'), 'the server did run it: the result was withheld after');
     const inj = await client.callTool({ name: 'injector', arguments: {} }).then(() => null, (e: Error) => e);
-    t.match(inj?.message, /"code":-32051.*injection-in-tool-results/);
+    t.match(inj?.message, new RegExp(`"code":${MCP_GOVERNANCE_WITHHELD}.*injection-in-tool-results`), 'an injection smuggled in a result is held');
+
+    const logs: unknown[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      logs.push(n.params.data);
+    });
     const chatty = await client.callTool({ name: 'chatty_tool', arguments: {} });
     t.match(JSON.stringify(chatty.content), /done/);
+    if (!opts.jsonResponse) t.same(logs, ['step 1', 'step 2', 'step 3'], 'notifications on the answer stream pass, with the result');
 
-    // The ledger: the linked call's pre-check row carries the link; the post-check row is its child.
-    const rows = [...(await sidecar.composed.storage.ledger.list({ limit: 1000 })).items] as any[];
-    const pre = await Promise.all(rows.filter((r) => r.phase === 'pre_check').map((r) => sidecar.composed.storage.ledger.get(r.envelope_id)));
-    const linked = pre.find((r: any) => r.payload?.request?.metadata?.tool_call_link?.tool_call_id === 'call_5');
-    t.ok(linked, 'the tools/call the model asked for is linked in its pre-check row');
-    t.ok(rows.some((r) => r.phase === 'post_check' && r.parent_envelope_id === linked!.envelope_id), 'and has its post-check row');
-    t.ok(pre.some((r: any) => r.payload?.request?.metadata?.unrequested_tool_call === true && r.payload.request.action === 'delete_everything'), 'an unrequested call is flagged');
-    const all = JSON.stringify(pre) + logs.join('');
-    t.notMatch(all, 'mcp-caller-secret', 'the caller credential is in no row and no log line');
-    t.notMatch(all, transport.sessionId ?? 'no-session', 'nor is the mcp-session-id');
+    const rows = (await sc.api('GET', '/v1/audit/executions?limit=1000')).body.items as any[];
+    const details = await Promise.all(rows.map(async (r) => (await sc.api('GET', `/v1/audit/executions/${r.envelope_id}`)).body));
+    t.ok(details.some((r) => r.payload.request.action === 'delete_everything' && r.decision === 'block'), 'the refusal is audited');
+    const everything = JSON.stringify(details) + sc.logs.join('');
+    t.notMatch(everything, 'mcp-caller-secret', 'the caller credential is in no row and no log line');
+    t.notMatch(everything, transport.sessionId ?? 'no-session', 'nor is the mcp-session-id');
+    t.equal(mcp.requests.find((r) => r.method === 'POST')?.headers.authorization, CALLER_SECRET, 'the credential reached the MCP server');
   });
 }
 
-t.test('the HTTP tool adapter inside the sidecar core', async (t) => {
-  const upstream = await startHttpToolServer();
-  t.teardown(() => upstream.close());
-  const { proxyUrl } = await sidecarWith(t, { GOV_UPSTREAM_TOOL_PAGES: upstream.url });
-  const ok = await fetch(`${proxyUrl}/tools/pages/json`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ q: 'x' }) });
-  t.equal(ok.status, 200);
-  t.match(await ok.json(), { ok: true, body: { q: 'x' } });
-  t.equal(ok.headers.get('x-gov-decision'), 'approve');
-  const leak = await fetch(`${proxyUrl}/tools/pages/leak`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-  t.equal(leak.status, 403);
-  const body = await leak.text();
-  t.notMatch(body, LEAKED_AWS_KEY);
-  t.match(JSON.parse(body), { error: { code: 'governance_withheld', envelope_id: leak.headers.get('x-gov-envelope-id') } });
+t.test('a refused lone tools/call is a 403 carrying a JSON-RPC error on the same id', async (t) => {
+  const { sc, mcp, endpoint } = await rig(t);
+  const post = await session(endpoint);
+  const res = await post({ jsonrpc: '2.0', id: 'call-7', method: 'tools/call', params: { name: 'delete_everything', arguments: { confirm: true } } }, { 'x-gov-session-id': 'conv-1' });
+  t.equal(res.status, 403);
+  t.equal(res.headers.get('x-gov-decision'), 'block');
+  const body = (await res.json()) as any;
+  t.equal(body.id, 'call-7');
+  t.equal(body.error.code, MCP_GOVERNANCE_REFUSED);
+  t.equal(body.error.data.envelope_id, res.headers.get('x-gov-envelope-id'));
+  t.match(body.error.message, body.error.data.envelope_id);
+  t.equal(mcp.toolsCallsReceived, 0);
+  const row = (await sc.api('GET', `/v1/audit/executions/${body.error.data.envelope_id}`)).body;
+  t.equal(row.payload.request.session_id, 'conv-1', 'the session is X-Gov-Session-ID');
+  t.notMatch(JSON.stringify(row), mcp.requests[0].headers['mcp-session-id'] as string, 'mcp-session-id is never recorded');
+});
 
-  const get = await fetch(`${proxyUrl}/tools/pages/json?history_days=30`);
-  t.equal(get.status, 200, 'a GET without a body is a governed tool call (proposeRaw)');
-  t.match(await get.json(), { method: 'GET', query: { history_days: '30' } });
-  const n = upstream.requests.length;
-  const over = await fetch(`${proxyUrl}/tools/pages/json?history_days=9999`);
-  t.equal(over.status, 403);
-  t.match(await over.json(), { error: { code: 'governance_blocked', message: /history_days/ } });
-  const dup = await fetch(`${proxyUrl}/tools/pages/json`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{"history_days":5,"history_days":9999}' });
-  t.equal(dup.status, 400);
-  t.match(await dup.json(), { error: { code: 'bad_request', message: /repeats a key/ } });
-  t.equal(upstream.requests.length, n, 'neither reached the tool');
+t.test('batches: a tools/call rides in one only when it clears, and then the body goes whole', async (t) => {
+  const { mcp, endpoint } = await rig(t, { jsonResponse: true });
+  // Batches are protocol 2025-03-26.
+  const post = await session(endpoint, '2025-03-26');
+
+  const refused = await post([
+    { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'delete_everything', arguments: {} } },
+    { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+  ]);
+  t.equal(refused.status, 403, 'a batch whose tools/call is refused is refused whole');
+  t.same((await answers(refused)).map((a) => [a.id, a.error.code]), [
+    [1, MCP_GOVERNANCE_REFUSED],
+    [2, MCP_GOVERNANCE_REFUSED],
+  ]);
+  for (const [label, body] of [
+    ['two tools/calls', [{ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'lookup_order', arguments: { order_id: '1' } } }, { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'lookup_order', arguments: { order_id: '2' } } }]],
+    ['an id-less tools/call', [{ jsonrpc: '2.0', id: 5, method: 'tools/list' }, { jsonrpc: '2.0', method: 'tools/call', params: { name: 'delete_everything' } }]],
+    ['a near-miss of the method', [{ jsonrpc: '2.0', id: 6, method: 'Tools/Call', params: { name: 'delete_everything' } }]],
+  ] as Array<[string, unknown]>) {
+    const res = await post(body);
+    t.equal(res.status, 400, label);
+    t.ok((await answers(res)).every((a) => a.error.code === -32600), `${label}: Invalid Request`);
+  }
+  t.equal(mcp.toolsCallsReceived, 0, 'none of those reached the server');
+  t.notOk(mcp.requests.some((r) => Array.isArray(r.body)), 'not even the tools/list riding with them');
+
+  const ok = await post([
+    { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'lookup_order', arguments: { order_id: '9' } } },
+    { jsonrpc: '2.0', id: 8, method: 'tools/list' },
+  ]);
+  t.equal(ok.status, 200);
+  const byId = new Map((await answers(ok)).map((a) => [a.id, a]));
+  t.same(byId.get(7).result.structuredContent, { order_id: '9', status: 'shipped' });
+  t.same(byId.get(8).result.tools.map((x: { name: string }) => x.name).sort(), ['chatty_tool', 'injector', 'leaky_tool', 'lookup_order'], 'and its tools/list is filtered');
+  t.same(mcp.executed.map((e) => e.tool), ['lookup_order']);
+});
+
+t.test('the GET stream: server notifications pass, an answer no post-check saw never does', async (t) => {
+  // A server that replays a stored tools/call result on GET (resumption, or SSE polling): the sidecar saw
+  // the POST that asked for it, but not this delivery.
+  const replayed = { jsonrpc: '2.0', id: 4, result: { content: [{ type: 'text', text: `aws_access_key_id=${LEAKED_AWS_KEY}` }] } };
+  const notification = { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'hello' } };
+  const server = await startMockUpstream(() => ({ sse: ['id: a1\ndata: \n\n', `id: a2\ndata: ${JSON.stringify(notification)}\n\n`, `id: a3\ndata: ${JSON.stringify(replayed)}\n\n`, ': keep-alive\n\n'] }));
+  t.teardown(() => server.close());
+  const { sc } = await rig(t, {}, { GOV_UPSTREAM_MCP_REPLAY: server.url });
+  const res = await fetch(`${sc.proxyUrl}/mcp/replay`, { headers: { accept: 'text/event-stream', 'last-event-id': 'a0', 'mcp-session-id': 's-1' } });
+  t.equal(res.status, 200);
+  const text = await res.text();
+  t.equal(text, `id: a1\ndata: \n\nid: a2\ndata: ${JSON.stringify(notification)}\n\n: keep-alive\n\n`, 'everything but the answer, byte for byte');
+  t.notMatch(text, LEAKED_AWS_KEY);
+  t.equal(server.requests[0].headers['last-event-id'], 'a0', 'the resumption header reaches the server');
+  const row = (await sc.api('GET', `/v1/audit/executions/${res.headers.get('x-gov-envelope-id')}`)).body;
+  t.match(row, { phase: 'pre_check', payload: { request: { framework: 'MCP', metadata: { method: 'GET', governed: false } } } }, 'the GET is audited by its pre-check row');
+});
+
+t.test('an unknown MCP name is a JSON-RPC 404; the kill switch refuses before the server', async (t) => {
+  const { sc, mcp, endpoint } = await rig(t);
+  const unknown = await fetch(`${sc.proxyUrl}/mcp/nope`, { method: 'POST', headers: JSON_AND_SSE, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+  t.equal(unknown.status, 404);
+  t.match(await unknown.json(), { jsonrpc: '2.0', id: null, error: { code: -32601 } });
+  const post = await session(endpoint);
+  const before = mcp.requests.length;
+  const on = await sc.api('POST', '/v1/runtime/kill-switch', { active: true, reason: 'incident 42' });
+  t.equal(on.status, 200, JSON.stringify(on.body));
+  const res = await post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'lookup_order', arguments: { order_id: '1' } } });
+  t.equal(res.status, 403);
+  t.match(await res.json(), { id: 3, error: { code: MCP_GOVERNANCE_REFUSED, message: /kill/i } });
+  t.equal(mcp.requests.length, before, 'nothing reached the server');
+});
+
+t.test('a side-effecting call is forwarded only once its pre-check row is committed; an LLM call commits both rows together', async (t) => {
+  // Each upstream looks the caller's rows up in the ledger at the moment the call reaches it.
+  const seenRows: Record<string, string[]> = {};
+  let sc!: TestSidecar;
+  const rowsNow = async (agent: string) => ((await sc.api('GET', `/v1/audit/executions?agent_id=${agent}&limit=10`)).body.items as any[]).map((r) => r.phase);
+  const upstream = await startMockUpstream(async (r) => {
+    const agent = String(r.headers['x-seen-as']);
+    seenRows[agent] = await rowsNow(agent);
+    if (agent === 'durable-mcp') return { json: { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'done' }] } } };
+    if (agent === 'durable-llm') return { json: { id: 'x', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] } };
+    return { json: { ok: true } };
+  });
+  t.teardown(() => upstream.close());
+  sc = await startSidecar({ openai: upstream.url, env: { GOV_UPSTREAM_MCP_SIDE: upstream.url, GOV_UPSTREAM_TOOL_SIDE: upstream.url } });
+  t.teardown(() => sc.close());
+  for (const agent of ['durable-mcp', 'durable-tool']) await sc.api('PUT', `/v1/agents/${agent}/manifest`, { tools: [{ name: 'side' }] });
+
+  const as = (agent: string) => ({ 'x-agent-id': agent, 'x-seen-as': agent, 'content-type': 'application/json' });
+  const mcpCall = await fetch(`${sc.proxyUrl}/mcp/side`, { method: 'POST', headers: { ...as('durable-mcp'), accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"side"}}' });
+  t.equal(mcpCall.status, 200);
+  const toolCall = await fetch(`${sc.proxyUrl}/tools/side`, { method: 'POST', headers: as('durable-tool'), body: '{}' });
+  t.equal(toolCall.status, 200);
+  const llmCall = await fetch(`${sc.proxyUrl}/openai/v1/chat/completions`, { method: 'POST', headers: as('durable-llm'), body: '{"model":"m","messages":[{"role":"user","content":"hi"}]}' });
+  t.equal(llmCall.status, 200);
+  t.same(seenRows, { 'durable-mcp': ['pre_check'], 'durable-tool': ['pre_check'], 'durable-llm': [] }, 'MCP tools/call and HTTP tool: pre-check row first; LLM: none yet');
 });

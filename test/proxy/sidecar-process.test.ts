@@ -9,6 +9,7 @@ import OpenAI from 'openai';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { CLI, freePort } from '../helpers/gov-process.js';
+import { startHttpToolServer } from '../helpers/http-tool-server.js';
 import { openAiCompletion, startMockUpstream, type MockReply } from '../helpers/mock-upstreams.js';
 
 const KEY = 'sk-processCREDENTIAL0123456789abcd';
@@ -135,4 +136,28 @@ t.test('the grace period bounds the drain: a hanging call is cut and still audit
   t.teardown(() => storage.close());
   const post = await storage.ledger.get(r.headers.get('x-gov-envelope-id')!);
   t.equal((post?.payload as any)?.request.metadata.upstream_failure, 'shutdown', 'the cut is recorded in the post-check row');
+});
+
+t.test('gov sidecar governs the named MCP and tool routes of its environment, with nothing injected', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-proc-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const tool = await startHttpToolServer();
+  t.teardown(() => tool.close());
+  const token = 'process-embed-token-0123456789';
+  const p = await startSidecarProcess({ GOV_EMBED_DB: join(dir, 'ledger'), GOV_EMBED_TOKEN: token, GOV_AGENT_ID: 'pod-agent', GOV_UPSTREAM_TOOL_ECHO: `${tool.url}/json`, GOV_UPSTREAM_MCP_ORDERS: 'http://127.0.0.1:9/mcp' });
+  t.teardown(() => void p.child.kill('SIGKILL'));
+  const put = await fetch(`${p.apiUrl}/v1/agents/pod-agent/manifest`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ tools: [{ name: 'echo', limits: { amount: { max: 100 } } }] }) });
+  t.equal(put.status, 200);
+  const ok = await fetch(`${p.proxyUrl}/tools/echo?amount=5`);
+  t.equal(ok.status, 200);
+  t.equal(ok.headers.get('x-gov-decision'), 'approve');
+  const over = await fetch(`${p.proxyUrl}/tools/echo?amount=500`);
+  t.equal(over.status, 403, 'an out-of-limit tool call is refused');
+  t.equal(tool.requests.length, 1, 'and never reaches the tool');
+  // The MCP server is unreachable, but the tools/call is refused before it would be contacted.
+  const mcp = await fetch(`${p.proxyUrl}/mcp/orders`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"}}' });
+  t.equal(mcp.status, 403);
+  t.match(await mcp.json(), { jsonrpc: '2.0', id: 1, error: { code: -32050 } });
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0);
 });

@@ -1,13 +1,13 @@
+// Plain HTTP tools (/tools/{name}/*): how a request becomes the checked arguments, and the route end to
+// end through `gov sidecar` as the product composes it (GOV_PROXY_ROUTES and GOV_UPSTREAM_TOOL_<NAME>).
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
-import { httpToolErrorBody, httpToolOutput, httpToolParams, httpToolPostCheck, httpToolPreCheck, type HttpToolCall } from '../../src/proxy/http-tool.js';
-import { governHttpToolFailure, governHttpToolResponse, planHttpToolCall } from '../../src/proxy/http-tool-exchange.js';
-import { parseProxyRoutesFile } from '../../src/proxy/routes-file.js';
-import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
-import { startGateway } from '../helpers/gateway.js';
+import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall } from '../../src/proxy/http-tool.js';
 import { startHttpToolServer } from '../helpers/http-tool-server.js';
 import { LEAKED_AWS_KEY } from '../helpers/mcp-server.js';
-import { startToolProxy } from '../helpers/tool-proxy.js';
-import { governorPort, stubGovernance } from '../helpers/tool-governance.js';
+import { startSidecar } from '../helpers/sidecar.js';
 
 const call = (o: Partial<HttpToolCall> = {}): HttpToolCall => ({ tool: 'orders', method: 'POST', path: '', query: '', contentType: 'application/json', body: Buffer.alloc(0), ...o });
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
@@ -39,114 +39,80 @@ t.test('params: a JSON body is read as JSON whatever its label, so a limit canno
   t.equal(({} as Record<string, unknown>).polluted, undefined);
 });
 
-t.test('pre-check, output and post-check shapes', async (t) => {
-  const c = call({ method: 'PUT', path: '/v2/refund', body: json({ amount: 5 }) });
-  t.same(httpToolPreCheck(c, { amount: 5 }, { agentId: 'a1', sessionId: 's1', user: 'u1' }, null), {
-    agent_id: 'a1',
-    framework: 'REST',
-    action: 'orders',
-    params: { amount: 5 },
-    user: 'u1',
-    input: '',
-    session_id: 's1',
-    metadata: { http_tool: { method: 'PUT', path: '/v2/refund' }, unrequested_tool_call: true },
-  });
+t.test('output and error shapes', async (t) => {
   t.same(httpToolOutput('application/json', json({ a: 1 })), { a: 1 });
   t.same(httpToolOutput('application/json', json([1])), { result: [1] });
   t.same(httpToolOutput('text/html', Buffer.from('<b>x</b>')), { text: '<b>x</b>' });
   t.same(httpToolOutput('application/json', Buffer.from('{bad')), { text: '{bad' });
   t.same(httpToolOutput(null, Buffer.alloc(0)), {});
-  t.same(httpToolPostCheck('p1', 'orders', { kind: 'response', status: 500, contentType: 'application/json', body: json({ m: 'x' }) }), {
-    pre_check_envelope_id: 'p1',
-    execution: { model: 'http-tool:orders', tools_called: [], tool_results: [{ name: 'orders', output: { m: 'x' }, error: 'HTTP 500' }] },
-    output: { m: 'x' },
-  });
-  t.match(httpToolPostCheck('p1', 'orders', { kind: 'failure', message: 'ECONNRESET' }), { output: { error: { message: 'ECONNRESET' } }, execution: { tool_results: [{ error: 'ECONNRESET' }] } });
   t.same(httpToolErrorBody('governance_blocked', 'no', 'e1'), { error: { code: 'governance_blocked', message: 'no', envelope_id: 'e1' } });
 });
 
-t.test('the exchange with a stub: refused, withheld, released, failed, fail-closed', async (t) => {
-  const gov = stubGovernance({ pre: (r) => (r.params.amount === 5000 ? 'block' : 'approve'), post: (r) => (JSON.stringify(r.output).includes('SECRET') ? 'block' : 'approve') });
-  const refused = await planHttpToolCall(call({ body: json({ amount: 5000 }) }), { agentId: 'a1', sessionId: null }, gov);
-  t.match(refused, { kind: 'answer', answer: { status: 403, upstream: false } });
-  if (refused.kind === 'answer') t.match(JSON.parse(refused.answer.body.toString()), { error: { code: 'governance_blocked', envelope_id: gov.preResponses[0].envelope_id, message: /Blocked by governance at pre-check/ } });
-
-  const bad = await planHttpToolCall(call({ body: Buffer.from('{') }), { agentId: 'a1', sessionId: null }, gov);
-  t.match(bad, { kind: 'answer', answer: { status: 400 } });
-  t.equal(gov.preRequests.length, 1, 'a malformed body never reaches a pre-check');
-
-  const plan = await planHttpToolCall(call({ body: json({ amount: 5 }) }), { agentId: 'a1', sessionId: null }, gov);
-  if (plan.kind !== 'forward') throw new Error('expected forward');
-  const ok = await governHttpToolResponse(plan, 201, 'application/json', json({ id: 9 }), gov);
-  t.match(ok, { status: 201, upstream: true, govHeaders: { 'x-gov-decision': 'approve' } });
-  t.equal(ok.body.toString(), '{"id":9}');
-  const withheld = await governHttpToolResponse(plan, 200, 'text/plain', Buffer.from('SECRET'), gov);
-  t.match(withheld, { status: 403, upstream: false, govHeaders: { 'x-gov-decision': 'block' } });
-  t.match(JSON.parse(withheld.body.toString()), { error: { code: 'governance_withheld' } });
-  const failed = await governHttpToolFailure(plan, 'timed out', true, gov);
-  t.match(failed, { status: 504 });
-  t.match(JSON.parse(failed.body.toString()), { error: { code: 'upstream_timeout' } });
-
-  const down = stubGovernance({ throwOn: 'pre_check' });
-  t.match(await planHttpToolCall(call(), { agentId: 'a1', sessionId: null }, down), { kind: 'answer', answer: { status: 503 } });
-});
-
-t.test('HTTP tools end to end: real Governor, real sockets', async (t) => {
-  const gw = await startGateway({ env: { GOV_EMBED_DB: ':memory:' } });
-  t.teardown(() => gw.close());
-  await gw.composed.manifests.put('tool-agent', { tools: [{ name: 'orders', limits: { history_days: { min: 1, max: 365 } } }, { name: 'pages' }] }, new Date());
+t.test('HTTP tools end to end through gov sidecar: real sockets, real Governor, ledger via the API', async (t) => {
   const upstream = await startHttpToolServer();
   t.teardown(() => upstream.close());
-  const links = new ToolCallLinks();
-  const gov = governorPort(gw.composed, links);
-  const routes = parseProxyRoutesFile(`tools:\n  orders: ${upstream.url}/json\n  pages: { url: "${upstream.url}", timeout_ms: 300 }\n  secret_store: ${upstream.url}\n`);
-  const proxy = await startToolProxy({ routes, gov, defaultAgentId: 'tool-agent' });
-  t.teardown(() => proxy.close());
+  const dir = mkdtempSync(join(tmpdir(), 'gov-tool-routes-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const routesFile = join(dir, 'routes.yaml');
+  writeFileSync(routesFile, `tools:\n  orders: ${upstream.url}/json\n  pages: { url: "${upstream.url}", timeout_ms: 300 }\n`);
+  const sc = await startSidecar({ env: { GOV_PROXY_ROUTES: routesFile, GOV_UPSTREAM_TOOL_SECRET_STORE: upstream.url, GOV_AGENT_ID: 'tool-agent' } });
+  t.teardown(() => sc.close());
+  await sc.api('PUT', '/v1/agents/tool-agent/manifest', { tools: [{ name: 'orders', limits: { history_days: { min: 1, max: 365 } } }, { name: 'pages' }] });
   const headers = { 'x-gov-session-id': 'conv-3', authorization: 'Bearer caller-token' };
+  const rows = async (res: Response) => sc.rowsOf(res.headers.get('x-gov-envelope-id')!);
 
-  links.recordRequested({ agentId: 'tool-agent', sessionId: 'conv-3', tool: 'orders', args: '{"order_id":"12","history_days":30}', llmEnvelopeId: 'llm-9', toolCallId: 'call_9' });
-  const ok = await fetch(`${proxy.url}/tools/orders/lookup?history_days=30`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ order_id: '12' }) });
+  const ok = await fetch(`${sc.proxyUrl}/tools/orders/lookup?history_days=30`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ order_id: '12' }) });
   t.equal(ok.status, 200);
   t.equal(ok.headers.get('x-gov-decision'), 'approve');
-  const okBody = await ok.json();
-  t.match(okBody, { ok: true, method: 'POST', path: '/json/lookup', query: { history_days: '30' }, body: { order_id: '12' } }, 'forwarded unchanged to the named upstream');
+  t.match(await ok.json(), { ok: true, method: 'POST', path: '/json/lookup', query: { history_days: '30' }, body: { order_id: '12' } }, 'forwarded unchanged to the named upstream');
   t.equal(upstream.requests.at(-1)!.headers.authorization, 'Bearer caller-token', 'the caller credential passes through');
-  t.match(gov.preRequests.at(-1), { action: 'orders', params: { order_id: '12', history_days: 30 }, session_id: 'conv-3', metadata: { tool_call_link: { tool_call_id: 'call_9' }, http_tool: { method: 'POST', path: '/lookup' } } });
-  t.notMatch(JSON.stringify(gov.preRequests), 'caller-token', 'credentials are never recorded');
-  const preId = gov.preResponses.at(-1)!.envelope_id;
-  t.equal((await gw.composed.storage.ledger.get(ok.headers.get('x-gov-envelope-id')!))!.parent_envelope_id, preId, 'two linked rows');
+  t.equal(upstream.requests.at(-1)!.headers['x-gov-session-id'], undefined, 'our headers stop at the sidecar');
+  const okRows = await rows(ok);
+  t.match(okRows.pre.payload.request, { framework: 'REST', action: 'orders', params: { order_id: '12', history_days: 30 }, session_id: 'conv-3', metadata: { http_tool: { method: 'POST', path: '/lookup' }, unrequested_tool_call: true } });
+  t.equal(okRows.post.parent_envelope_id, okRows.pre.envelope_id, 'two linked rows');
 
+  const get = await fetch(`${sc.proxyUrl}/tools/orders?history_days=30`, { headers });
+  t.equal(get.status, 200, 'a GET without a body is a governed call too');
   const n = upstream.requests.length;
-  const blocked = await fetch(`${proxy.url}/tools/orders/lookup?history_days=9999`, { headers });
+  const blocked = await fetch(`${sc.proxyUrl}/tools/orders/lookup?history_days=9999`, { headers });
   t.equal(blocked.status, 403);
   t.match(await blocked.json(), { error: { code: 'governance_blocked', envelope_id: blocked.headers.get('x-gov-envelope-id'), message: /history_days/ } });
-  const undeclared = await fetch(`${proxy.url}/tools/secret_store/leak`, { headers });
+  const undeclared = await fetch(`${sc.proxyUrl}/tools/secret_store/leak`, { headers });
   t.equal(undeclared.status, 403, 'a tool the manifest does not declare is refused');
+  const dup = await fetch(`${sc.proxyUrl}/tools/orders`, { method: 'POST', headers: { ...headers, 'content-type': 'text/plain' }, body: '{"history_days":5,"history_days":9999}' });
+  t.equal(dup.status, 400);
+  t.match(await dup.json(), { error: { code: 'bad_request', message: /repeats a key/ } });
   t.equal(upstream.requests.length, n, 'refused calls never reached the upstream');
-  t.match(gov.preRequests.at(-1)!.metadata, { unrequested_tool_call: true });
 
-  const leak = await fetch(`${proxy.url}/tools/pages/leak`, { headers });
+  const leak = await fetch(`${sc.proxyUrl}/tools/pages/leak`, { headers });
   t.equal(leak.status, 403);
   const leakText = await leak.text();
   t.notMatch(leakText, LEAKED_AWS_KEY);
-  t.match(JSON.parse(leakText), { error: { code: 'governance_withheld', message: /secret-aws-access-key/ } });
-  const inj = await fetch(`${proxy.url}/tools/pages/inject`, { headers });
+  t.match(JSON.parse(leakText), { error: { code: 'governance_withheld', message: /secret-aws-access-key/, envelope_id: leak.headers.get('x-gov-envelope-id') } });
+  const inj = await fetch(`${sc.proxyUrl}/tools/pages/inject`, { headers });
   t.equal(inj.status, 403, 'injection in a text answer is withheld');
   t.match(await inj.json(), { error: { code: 'governance_withheld', message: /injection-in-tool-results/ } });
 
-  const text = await fetch(`${proxy.url}/tools/pages/text`, { headers });
+  const text = await fetch(`${sc.proxyUrl}/tools/pages/text`, { headers });
   t.equal(await text.text(), 'plain text answer');
-  t.same(gov.postRequests.at(-1)!.output, { text: 'plain text answer' });
-  const err = await fetch(`${proxy.url}/tools/pages/status/503`, { headers });
+  t.same((await rows(text)).post.payload.request.output, { text: 'plain text answer' });
+  const err = await fetch(`${sc.proxyUrl}/tools/pages/status/503`, { headers });
   t.equal(err.status, 503, 'an upstream error passes through, audited');
-  t.match(gov.postRequests.at(-1)!.execution.tool_results, [{ error: 'HTTP 503' }]);
-  const slow = await fetch(`${proxy.url}/tools/pages/slow/2000`, { headers });
-  t.equal(slow.status, 504, 'the route timeout applies');
+  t.match((await rows(err)).post.payload.request.execution.tool_results, [{ name: 'pages', output: { message: 'status 503' }, error: 'HTTP 503' }], 'as the tool result it is');
+  const slow = await fetch(`${sc.proxyUrl}/tools/pages/slow/2000`, { headers });
+  t.equal(slow.status, 504, "the route file's timeout applies");
   t.match(await slow.json(), { error: { code: 'upstream_timeout' } });
-  const reset = await fetch(`${proxy.url}/tools/pages/reset`, { headers });
+  t.match((await rows(slow)).post.payload.request.metadata, { upstream_failure: 'timeout' });
+  const reset = await fetch(`${sc.proxyUrl}/tools/pages/reset`, { headers });
   t.equal(reset.status, 502);
-  const unknown = await fetch(`${proxy.url}/tools/nope/x`, { headers });
+  t.match(await reset.json(), { error: { code: 'upstream_error' } });
+  const unknown = await fetch(`${sc.proxyUrl}/tools/nope/x`, { headers });
   t.equal(unknown.status, 404);
   t.match(await unknown.json(), { error: { code: 'unknown_tool' } });
-  t.equal(gov.preResponses.length, gov.postResponses.length + 2, 'every released call got its post-check');
+
+  const all = (await sc.api('GET', '/v1/audit/executions?limit=1000')).body.items as any[];
+  const pre = all.filter((r) => r.phase === 'pre_check');
+  const released = pre.filter((r) => r.decision !== 'block');
+  t.ok(released.every((r) => all.some((p) => p.phase === 'post_check' && p.parent_envelope_id === r.envelope_id)), 'every released call got its post-check row');
+  t.notMatch(JSON.stringify(await Promise.all(all.map(async (r) => (await sc.api('GET', `/v1/audit/executions/${r.envelope_id}`)).body))) + sc.logs.join(''), 'caller-token', 'credentials are never recorded or logged');
 });

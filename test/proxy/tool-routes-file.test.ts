@@ -2,7 +2,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { findNamedUpstream, loadProxyRoutes, namedUpstreamUrl, parseProxyRoutesFile, ProxyRoutesError } from '../../src/proxy/routes-file.js';
+import { loadSettings } from '../../src/config/settings.js';
+import { ADAPTERS } from '../../src/proxy/adapters.js';
+import { loadProxyRoutes, parseProxyRoutesFile, ProxyRoutesError } from '../../src/proxy/routes-file.js';
+import { buildRouteTable } from '../../src/proxy/routes.js';
+import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
 
 const DOC_EXAMPLE = `
 # Named upstreams of the sidecar
@@ -27,8 +31,7 @@ t.test('the documented format parses', async (t) => {
     { name: 'weather', url: 'http://weather.internal:9000/api', timeoutMs: null },
     { name: 'billing', url: 'http://billing.internal:9000/', timeoutMs: null },
   ]);
-  t.equal(findNamedUpstream(r.tools, 'BILLING')!.name, 'billing', 'names are case-insensitive');
-  t.equal(findNamedUpstream(r.tools, 'nope'), undefined);
+  t.equal(r.tools.get('billing')!.name, 'billing', 'names are stored lower-case (routes match them case-insensitively)');
   t.same(parseProxyRoutesFile(''), { mcp: new Map(), tools: new Map() }, 'an empty file is no routes');
   t.same(parseProxyRoutesFile('mcp:\ntools:\n'), { mcp: new Map(), tools: new Map() });
 });
@@ -83,12 +86,26 @@ t.test('the environment adds and overrides routes, keeping the file timeout', as
   t.throws(() => loadProxyRoutes({ 'GOV_UPSTREAM_TOOL_A.B': 'http://x/' }), { message: /route name/ });
 });
 
-t.test('upstream URLs join the route URL and the rest of the path', async (t) => {
-  const route = { name: 'orders', url: 'http://h:1/mcp', timeoutMs: null };
-  t.equal(namedUpstreamUrl(route, ''), 'http://h:1/mcp');
-  t.equal(namedUpstreamUrl(route, '/'), 'http://h:1/mcp');
-  t.equal(namedUpstreamUrl(route, '/x/y', '?a=1'), 'http://h:1/mcp/x/y?a=1');
-  t.equal(namedUpstreamUrl({ ...route, url: 'http://h:1/mcp/' }, ''), 'http://h:1/mcp/', 'a trailing slash the route asks for is kept');
-  t.equal(namedUpstreamUrl({ ...route, url: 'http://h:1/mcp/' }, '/x'), 'http://h:1/mcp/x');
-  t.equal(namedUpstreamUrl({ ...route, url: 'http://h:1/' }, '/x', 'q=2'), 'http://h:1/x?q=2');
+t.test('the sidecar routes /mcp/{name} and /tools/{name} to their URL joined with the rest of the path', async (t) => {
+  const settings = loadSettings('sidecar', {
+    GOV_ENV: 'test',
+    GOV_EMBED_DB: ':memory:',
+    GOV_UPSTREAM_MCP_ORDERS: 'http://h:1/mcp',
+    GOV_UPSTREAM_MCP_SLASHED: 'http://h:1/mcp/',
+    GOV_UPSTREAM_TOOL_ROOT: 'http://h:2/',
+  });
+  const table = buildRouteTable(settings.proxy!, ADAPTERS, { manifest: () => null, links: new ToolCallLinks() });
+  const to = (path: string) => {
+    const m = table.match(path);
+    return m === null ? null : [m.route.kind, m.route.name, m.route.target.origin + m.upstreamPath];
+  };
+  t.same(to('/mcp/orders'), ['mcp', 'orders', 'http://h:1/mcp']);
+  t.same(to('/mcp/ORDERS/x/y?a=1'), ['mcp', 'orders', 'http://h:1/mcp/x/y?a=1'], 'names are case-insensitive; the query is kept');
+  t.same(to('/mcp/slashed'), ['mcp', 'slashed', 'http://h:1/mcp/'], 'a trailing slash the route asks for is kept');
+  t.same(to('/mcp/slashed/x'), ['mcp', 'slashed', 'http://h:1/mcp/x']);
+  t.same(to('/tools/root/x?q=2'), ['tool', 'root', 'http://h:2/x?q=2']);
+  t.equal(to('/mcp/nope'), null, 'an unknown name matches no route (404 in the caller format)');
+  t.equal(to('/tools/orders'), null, 'MCP and tool names are separate');
+  t.equal(table.match('/mcp/orders')!.route.adapter.framework, 'MCP', 'each kind gets its adapter, with nothing injected');
+  t.equal(table.match('/tools/root')!.route.adapter.framework, 'REST');
 });

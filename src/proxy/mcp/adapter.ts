@@ -1,7 +1,7 @@
-import type { Manifest } from '../../contracts/manifest.js';
-import { ProposalError, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
+import { ProposalError, type AdapterContext, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
 import { hasDuplicateKeys } from '../json-duplicate-keys.js';
-import { toolCallLinkMetadata, type ToolCallLinks } from '../tool-call-links.js';
+import type { SseEvent } from '../sse.js';
+import { toolCallLinkMetadata } from '../tool-call-links.js';
 import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_UNAVAILABLE, MCP_GOVERNANCE_WITHHELD } from './governance-error.js';
 import {
   classifyJsonRpc,
@@ -20,27 +20,26 @@ import {
   type ParsedBody,
 } from './jsonrpc.js';
 import { mcpMethodTreatment } from './method-policy.js';
-import { encodeSseMessage, readMcpResponseMessages, SseDecoder, sseBlockMessages } from './sse-framing.js';
+import { encodeSseMessage, readMcpResponseMessages, sseEventMessages, sseEvents } from './sse-framing.js';
 import { mcpToolResultOutput, readToolCallParams, type McpToolCall } from './tool-call.js';
 import { filterToolsListResult } from './tools-list-filter.js';
 
 /**
  * MCP (streamable HTTP) behind the proxy core's one-call-one-proposal sequence (adapter.ts). The core
- * forwards the caller's bytes as they are, so a POST is either forwarded whole or refused whole: a body
- * holding anything the proxy cannot govern exactly (an invalid message, a second tools/call, an id-less
- * tools/call, a near-miss of the method name, a repeated id) is a 400 and never reaches the server.
- * exchange.ts is the finer-grained alternative that cuts refused calls out of a batch.
+ * forwards the caller's bytes as they are (never re-serialised), so a POST is either forwarded whole or
+ * refused whole: a body holding anything the proxy cannot govern exactly (an invalid message, a second
+ * tools/call, an id-less tools/call, a near-miss of the method name, a repeated id, a repeated key) is a
+ * 400, and a body whose tools/call does not clear its pre-check is a 403 on every request id of the body;
+ * neither reaches the server.
  *
- * SSE answers are read whole (no openStream): an MCP answer is one result, and reading it whole lets
- * tools/list filtering and stray-answer removal apply to SSE exactly as to JSON. Progress notifications
- * then reach the client with the result rather than before it.
+ * SSE answers to a POST are read whole (no openStream): an MCP answer is one result, and reading it whole
+ * lets tools/list filtering and stray-answer removal apply to SSE exactly as to JSON. Progress
+ * notifications then reach the client with the result rather than before it.
+ *
+ * The GET stream (the server's own, long-lived) passes event by event through passStreamFilter: server
+ * requests and notifications pass, answers are dropped, since on that stream an answer can only be one
+ * to an earlier POST (a resumed or polled stream) that no post-check has seen.
  */
-
-export interface McpAdapterOptions {
-  /** The agent's manifest, for tools/list filtering (null: no tools are shown). */
-  manifest(agentId: string): Manifest | null;
-  links?: ToolCallLinks;
-}
 
 interface McpState {
   agentId: string;
@@ -81,7 +80,7 @@ export class McpAdapter implements ProtocolAdapter {
 
   constructor(
     private readonly server: string,
-    private readonly opts: McpAdapterOptions,
+    private readonly context: AdapterContext,
   ) {}
 
   /** POST carries JSON-RPC; GET opens the server's stream and DELETE ends the session: neither is a tool call. */
@@ -137,7 +136,7 @@ export class McpAdapter implements ProtocolAdapter {
       const { id, tool } = state.call;
       (metadata.mcp as Record<string, unknown>).request_id = id;
       proposal.action = { name: tool.name, params: tool.arguments };
-      if (this.opts.links) Object.assign(metadata, toolCallLinkMetadata(this.opts.links.claim(call.agentId, call.sessionId, tool.name, tool.arguments)));
+      Object.assign(metadata, toolCallLinkMetadata(this.context.links.claim(call.agentId, call.sessionId, tool.name, tool.arguments)));
     }
     return proposal;
   }
@@ -182,23 +181,23 @@ export class McpAdapter implements ProtocolAdapter {
     const govern = (m: JsonRpcMessage): JsonRpcMessage | null => {
       if (!isResponse(m)) return m;
       const key = idKey(m.id);
-      if (state.lists.has(key)) return m.error !== undefined ? m : { jsonrpc: '2.0', id: m.id, result: filterToolsListResult(m.result, this.opts.manifest(state.agentId)).result };
+      if (state.lists.has(key)) return m.error !== undefined ? m : { jsonrpc: '2.0', id: m.id, result: filterToolsListResult(m.result, this.context.manifest(state.agentId)).result };
       if (state.passing.has(key) || (state.call !== null && idKey(state.call.id) === key)) return m;
-      return m.id === null && m.error !== undefined ? m : null;
+      return isSessionError(m) ? m : null;
     };
     const ct = String(response.headers['content-type'] ?? '');
     if (ct.toLowerCase().startsWith('text/event-stream')) return rewriteSse(response.body, govern);
     const messages = answerMessages(response);
     if (messages === null) return null;
-    let changed = false;
-    const out: JsonRpcMessage[] = [];
-    for (const m of messages) {
-      const g = govern(m);
-      if (g !== m) changed = true;
-      if (g !== null) out.push(g);
-    }
+    const { kept, changed } = governAll(messages, govern);
     if (!changed) return null;
-    return Buffer.from(JSON.stringify(!state.batch && out.length === 1 ? out[0] : out));
+    return Buffer.from(JSON.stringify(!state.batch && kept.length === 1 ? kept[0] : kept));
+  }
+
+  /** The GET stream: every answer on it is one no post-check has seen (see the class comment), so it is dropped. */
+  passStreamFilter(call: CallContext): ((event: SseEvent) => string) | null {
+    if (call.method !== 'GET') return null;
+    return (event) => governSseEvent(event, (m) => (!isResponse(m) || isSessionError(m) ? m : null));
   }
 
   errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string } {
@@ -240,33 +239,51 @@ function answerMessages(response: UpstreamAnswer): JsonRpcMessage[] | null {
   return readMcpResponseMessages(typeof ct === 'string' ? ct : null, response.body);
 }
 
-/** Re-frames a whole SSE answer: unchanged events byte for byte, changed ones re-encoded, dropped ones gone. */
-function rewriteSse(body: Buffer, govern: (m: JsonRpcMessage) => JsonRpcMessage | null): Buffer | null {
-  const d = new SseDecoder();
+/**
+ * An error on no id (missing or expired session): the client needs it to recover, and it cannot carry a
+ * tool result. Every other answer the body did not ask for could be an unchecked tool result.
+ */
+function isSessionError(m: JsonRpcResponse): boolean {
+  return m.id === null && m.error !== undefined;
+}
+
+/** What the caller may see of one server message: itself, a replacement, or nothing (null). */
+type Govern = (m: JsonRpcMessage) => JsonRpcMessage | null;
+
+function governAll(messages: readonly JsonRpcMessage[], govern: Govern): { kept: JsonRpcMessage[]; changed: boolean } {
+  const kept: JsonRpcMessage[] = [];
+  let changed = false;
+  for (const m of messages) {
+    const g = govern(m);
+    if (g !== m) changed = true;
+    if (g !== null) kept.push(g);
+  }
+  return { kept, changed };
+}
+
+/**
+ * One SSE event through `govern`: unchanged byte for byte, re-encoded (with its id) when a message in
+ * it changed, '' when nothing in it is left or its data is not JSON-RPC (nothing a client could use,
+ * nothing the sidecar can vouch for).
+ */
+function governSseEvent(event: SseEvent, govern: Govern): string {
+  const read = sseEventMessages(event);
+  if (read.kind === 'none') return event.raw;
+  if (read.kind === 'invalid') return '';
+  const { kept, changed } = governAll(read.messages, govern);
+  if (!changed) return event.raw;
+  if (kept.length === 0) return '';
+  return encodeSseMessage(kept.length === 1 && read.messages.length === 1 ? kept[0] : kept, event.id);
+}
+
+/** Re-frames a whole SSE answer through `govern`; null when nothing changed (the upstream bytes are released). */
+function rewriteSse(body: Buffer, govern: Govern): Buffer | null {
   let changed = false;
   let out = '';
-  for (const block of [...d.push(body), ...d.end()]) {
-    const read = sseBlockMessages(block);
-    if (read.kind === 'none') {
-      out += block.raw;
-      continue;
-    }
-    if (read.kind === 'invalid') {
-      changed = true;
-      continue;
-    }
-    const kept: JsonRpcMessage[] = [];
-    let blockChanged = false;
-    for (const m of read.messages) {
-      const g = govern(m);
-      if (g !== m) blockChanged = true;
-      if (g !== null) kept.push(g);
-    }
-    if (!blockChanged) out += block.raw;
-    else {
-      changed = true;
-      if (kept.length > 0) out += encodeSseMessage(kept.length === 1 && read.messages.length === 1 ? kept[0] : kept, block.id);
-    }
+  for (const event of sseEvents(body)) {
+    const s = governSseEvent(event, govern);
+    if (s !== event.raw) changed = true;
+    out += s;
   }
   return changed ? Buffer.from(out) : null;
 }

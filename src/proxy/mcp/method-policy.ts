@@ -14,12 +14,13 @@
  * | responses (to server requests: sampling/createMessage, elicitation/create, roots/list) | pass | answers the agent gives the server, not actions it takes |
  * | any other well-formed method             | pass        | unknown methods are the server's business (it answers Method not found) |
  * | a near-miss of tools/call (case, spaces) | refused     | no server should treat it as tools/call, but none may get the chance to: it is answered Invalid Request locally |
- * | tools/call as a notification (no id)     | dropped     | it would run with no answer to post-check (exchange.ts) |
+ * | tools/call as a notification (no id)     | refused     | it would run with no answer to post-check: the body is answered Invalid Request (adapter.ts) |
  *
  * Server→client traffic: notifications and server requests on a response stream pass; a response is
  * released only if it answers a request of the same POST (tools/call results after their post-check,
- * tools/list results filtered); any other response on a POST stream, and every response on the GET stream
- * (only a replay could put one there), is withheld, since it could be an unchecked tool result.
+ * tools/list results filtered); any other response on a POST answer, and every response on the GET stream
+ * (only a replay or a polled delivery could put one there), is dropped, since it could be an unchecked tool
+ * result. An error on id null (lost session) is the one exception: it carries no result.
  * The user-facing version of this table is docs/proxy-tools.md.
  */
 export type McpMethodTreatment = 'governed' | 'filtered' | 'pass' | 'refused';

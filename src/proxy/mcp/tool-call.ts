@@ -1,8 +1,4 @@
 import type { JsonObject } from '../../contracts/common.js';
-import type { PostCheckRequest, PreCheckRequest } from '../../contracts/runtime.js';
-import { toolCallLinkMetadata, type ToolCallLink } from '../tool-call-links.js';
-import type { ToolCallerContext } from '../tool-governance.js';
-import type { JsonRpcErrorObject, JsonRpcId } from './jsonrpc.js';
 
 /** The proposed action of a tools/call, read from its params. */
 export interface McpToolCall {
@@ -24,31 +20,6 @@ export function readToolCallParams(params: unknown): { ok: true; call: McpToolCa
     return { ok: false, message: 'tools/call params.arguments must be an object' };
   }
   return { ok: true, call: { name: p.name, arguments: (args as Record<string, unknown> | undefined) ?? {} } };
-}
-
-export interface McpCallSite extends ToolCallerContext {
-  /** Route name of the MCP server (`/mcp/{name}`). */
-  server: string;
-}
-
-/**
- * The pre-check of a tools/call: the tool is the action and its arguments the params, so tool-trust
- * (declared tool, scopes, limits) and the params rules judge exactly what the server would run.
- * `link`: undefined when the sidecar keeps no link registry, null when no model turn asked for this call.
- */
-export function mcpToolCallPreCheck(call: McpToolCall, site: McpCallSite, requestId: JsonRpcId, link?: ToolCallLink | null): PreCheckRequest {
-  const metadata: JsonObject = { mcp: { server: site.server, request_id: requestId } };
-  if (link !== undefined) Object.assign(metadata, toolCallLinkMetadata(link));
-  return {
-    agent_id: site.agentId,
-    framework: 'MCP',
-    action: call.name,
-    params: call.arguments,
-    user: site.user ?? 'unknown',
-    input: '',
-    session_id: site.sessionId,
-    metadata,
-  };
 }
 
 /**
@@ -83,46 +54,4 @@ export function mcpToolResultOutput(result: unknown): JsonObject {
   // A result without a content array is malformed; keep it whole so nothing in it escapes the checks.
   if (!Array.isArray(r.content)) out.result = r;
   return out;
-}
-
-/** What the server answered a governed tools/call with, or why it answered nothing. */
-export type McpToolCallOutcome =
-  | { kind: 'result'; result: unknown }
-  | { kind: 'error'; error: JsonRpcErrorObject }
-  /** No JSON-RPC answer: upstream HTTP error, timeout, closed stream. */
-  | { kind: 'failure'; message: string; httpStatus?: number; body?: string };
-
-/**
- * The post-check of a tools/call. The result goes both to `output` (where the secret and PII rules look)
- * and to `tool_results` (where the indirect-injection rules look).
- */
-export function mcpToolCallPostCheck(preEnvelopeId: string, server: string, toolName: string, outcome: McpToolCallOutcome, latencyMs?: number): PostCheckRequest {
-  let output: JsonObject;
-  let error: string | null = null;
-  if (outcome.kind === 'result') {
-    output = mcpToolResultOutput(outcome.result);
-    if (output.isError === true) error = typeof output.text === 'string' && output.text !== '' ? output.text : 'tool reported an error';
-  } else if (outcome.kind === 'error') {
-    const e: JsonObject = { code: outcome.error.code, message: outcome.error.message };
-    if (outcome.error.data !== undefined) e.data = outcome.error.data;
-    output = { error: e };
-    error = outcome.error.message;
-  } else {
-    const e: JsonObject = { message: outcome.message };
-    if (outcome.httpStatus !== undefined) e.http_status = outcome.httpStatus;
-    if (outcome.body !== undefined) e.body = outcome.body;
-    output = { error: e };
-    error = outcome.message;
-  }
-  const req: PostCheckRequest = {
-    pre_check_envelope_id: preEnvelopeId,
-    execution: {
-      model: `mcp:${server}`,
-      tools_called: [],
-      tool_results: [{ name: toolName, output, error }],
-    },
-    output,
-  };
-  if (latencyMs !== undefined) req.execution.latency_ms = Math.round(latencyMs * 1000) / 1000;
-  return req;
 }
