@@ -31,6 +31,11 @@ export interface Ledger {
   agentStats(agentId: string): AgentStats;
   verify(): Promise<ChainVerifyResponse>;
   head(): { seq: number; hash: string | null };
+  /**
+   * Personal-data erasure: drops a row's payload and salt and keeps its header, commitment and hash, so
+   * the chain still verifies. false for an unknown envelope id. Optional until every adapter has it.
+   */
+  erasePayload?(envelopeId: string): Promise<boolean>;
   close(): Promise<void>;
 }
 

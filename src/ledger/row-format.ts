@@ -81,11 +81,12 @@ export function readRowLayout(b: Uint8Array, length: number = b.length): RowLayo
 /**
  * Seq written in a canonical header, or -1. Canonical JSON escapes every quote inside a string, so
  * `,"seq":` can only be the structural member; the header has already been hash-checked when this runs.
+ * Searched from the end: only `timestamp` follows `seq` in key order.
  */
 const SEQ_MARKER = Buffer.from(',"seq":', 'latin1');
 export function headerSeq(b: Buffer, layout: RowLayout): number {
-  const at = b.indexOf(SEQ_MARKER, layout.headerStart);
-  if (at < 0 || at >= layout.headerEnd) return -1;
+  const at = b.lastIndexOf(SEQ_MARKER, layout.headerEnd - SEQ_MARKER.length);
+  if (at < layout.headerStart) return -1;
   let i = at + SEQ_MARKER.length;
   let n = 0;
   let digits = 0;

@@ -1,0 +1,85 @@
+import type { Database, DatabaseOptions, RootDatabase, Transaction } from 'lmdb';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import type { ChainVerifyResponse } from '../contracts/audit.js';
+import { ChainWalker, type SegmentInfo } from './chain.js';
+
+/** Named databases inside the one LMDB environment (docs/ledger.md). */
+export const LMDB_DB_NAMES = {
+  rows: 'rows',
+  envelopes: 'envelopes',
+  postChecks: 'post_checks',
+  agentStats: 'agent_stats',
+  kv: 'kv',
+  meta: 'meta',
+} as const;
+
+/** Environment options; every opener of a ledger (adapter, verify worker, tools) uses the same. */
+export const LMDB_ENV_OPTIONS = { maxDbs: 12 } as const;
+
+/** The record committed with every batch: the seq and hash of the last row. */
+export interface MetaHead {
+  seq: number;
+  hash: string;
+}
+
+/** Zero-copy view of a stored value: valid only until the next read on the same thread. */
+export const rawViewEncoder = {
+  encode(value: Buffer): Buffer {
+    return value;
+  },
+  decode(bytes: Uint8Array, size: number): Buffer {
+    return Buffer.isBuffer(bytes) ? bytes.subarray(0, size) : Buffer.from(bytes.buffer, bytes.byteOffset, size);
+  },
+};
+
+/** The rows database read as zero-copy views (verify and list read each value once, immediately). */
+export function openRawRows(env: RootDatabase): Database<Buffer, number> {
+  return env.openDB<Buffer, number>(LMDB_DB_NAMES.rows, { encoder: rawViewEncoder } as DatabaseOptions);
+}
+
+export function isSeqKey(key: unknown): key is number {
+  return typeof key === 'number' && Number.isSafeInteger(key) && key > 0;
+}
+
+/** verify() yields to the event loop this often so a long walk on the main thread does not stall requests. */
+const YIELD_ROWS = 32768;
+
+export interface SegmentPlan {
+  startSeq: number;
+  /** Exclusive upper key; null for the last segment, which also takes keys that are not seqs. */
+  endSeq: number | null;
+  payloadKey?: Buffer;
+  breakAtSeq: number | null;
+  /** Only the last segment checks the recorded head (rows cut from, or added after, the tail). */
+  expectedHead: MetaHead | null;
+  yieldEvery?: boolean;
+}
+
+/** Walks one key range of the rows database inside `txn`. The first segment also takes keys below 1. */
+export async function walkSegment(
+  rowsRaw: Database<Buffer, number>,
+  txn: Transaction,
+  plan: SegmentPlan,
+): Promise<{ result: ChainVerifyResponse; info: SegmentInfo }> {
+  const walker = new ChainWalker({
+    payloadKey: plan.payloadKey,
+    expectedHead: plan.expectedHead,
+    breakAtSeq: plan.breakAtSeq,
+    startSeq: plan.startSeq,
+  });
+  const range = rowsRaw.getRange({
+    transaction: txn,
+    ...(plan.startSeq > 1 ? { start: plan.startSeq } : {}),
+    ...(plan.endSeq !== null ? { end: plan.endSeq } : {}),
+  });
+  let n = 0;
+  try {
+    for (const { key, value } of range) {
+      if (!walker.step(key, value)) break;
+      if (plan.yieldEvery && ++n % YIELD_ROWS === 0) await yieldToEventLoop();
+    }
+  } catch {
+    walker.step(Symbol('unreadable'), null);
+  }
+  return { result: walker.finish(), info: walker.segmentInfo() };
+}

@@ -1,0 +1,596 @@
+import { open, type Database, type RootDatabase, type Transaction } from 'lmdb';
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse } from '../contracts/audit.js';
+import { addExecution, copyStats, countsAsExecution, emptyStats, mergeStats } from './agent-stats.js';
+import { collectPage, planList } from './audit-query.js';
+import { stitchSegments, type SegmentInfo } from './chain.js';
+import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
+import { checkKvKey } from './kv-key.js';
+import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
+import type { AgentStats, AppendEntry, KvStore, Ledger, ListPage, Storage, StorageOptions } from './port.js';
+import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
+import { HASH_BYTES, readRowLayout } from './row-format.js';
+import { isSeqKey, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows, walkSegment, type MetaHead } from './lmdb-layout.js';
+import type { VerifyWorkerInput } from './lmdb-verify-worker.js';
+import { eraseRow, readRowWithPayload } from './row-reader.js';
+
+export { LMDB_DB_NAMES } from './lmdb-layout.js';
+
+export const LEDGER_FORMAT = 1;
+
+/**
+ * Group-commit bounds. One LMDB transaction takes every append queued while the previous one
+ * committed; the caps keep a burst from building one huge transaction (memory, commit latency).
+ */
+const MAX_BATCH_ROWS = 8192;
+const MAX_BATCH_BYTES = 32 << 20;
+/** Below this many rows verify() walks in-thread; above, it splits the walk across worker threads. */
+const DEFAULT_PARALLEL_VERIFY_MIN_ROWS = 100_000;
+const MAX_VERIFY_SEGMENTS = 4;
+const VERIFY_WORKER_URL = new URL(
+  import.meta.url.endsWith('.ts') ? './lmdb-verify-worker.ts' : './lmdb-verify-worker.js',
+  import.meta.url,
+);
+
+/** LMDB-only options beside the port's StorageOptions. */
+export interface LmdbStorageOptions extends StorageOptions {
+  /** Rows from which verify() uses worker threads (default 100,000; Infinity disables them). */
+  parallelVerifyMinRows?: number;
+  /** When a verify worker cannot run, walk in-thread instead (default) or fail loudly (tests). */
+  parallelVerifyFallback?: boolean;
+}
+
+/** A row appended but not yet acknowledged. */
+interface PendingRow {
+  built: BuiltRow;
+  envelopeId: string;
+  agentId: string;
+  postCheckParent: string | null;
+  countsAsExecution: boolean;
+  resolve: (row: AuditRow) => void;
+  reject: (err: unknown) => void;
+}
+
+class LmdbLedger implements Ledger {
+  private readonly builder: RowBuilder;
+  private committedHead: { seq: number; hash: string | null };
+  private queue: PendingRow[] = [];
+  private writing = false;
+  private scheduled = false;
+  private closing = false;
+  private closed: Promise<void> | null = null;
+  private idleWaiters: Array<() => void> = [];
+  /** Rows appended and not yet durable, by envelope id; get() waits on them. */
+  private readonly inFlight = new Map<string, PendingRow>();
+  /** get() calls waiting for an in-flight row, by envelope id (rare, so kept out of PendingRow). */
+  private readonly settleWaiters = new Map<string, Array<() => void>>();
+  /** pre-check envelope id → post_check envelope id for rows not yet durable. */
+  private readonly inFlightPostChecks = new Map<string, string>();
+  /** Agent stats including rows not yet durable; the database holds the durable counts. */
+  private readonly stats = new Map<string, AgentStats>();
+  /** Agent stats as last committed (what the database holds), for writing absolute values. */
+  private readonly durableStats = new Map<string, AgentStats>();
+  private readonly flushBound = () => this.flush();
+  /** Running verify() walks; close() waits for them before the environment goes away. */
+  private readonly verifying = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly env: RootDatabase,
+    private readonly rows: Database<Buffer, number>,
+    private readonly rowsRaw: Database<Buffer, number>,
+    private readonly envelopes: Database<number, string>,
+    private readonly postChecks: Database<string, string>,
+    private readonly agentStatsDb: Database<AgentStats, string>,
+    private readonly meta: Database<unknown, string>,
+    private readonly payloadKey: Buffer | undefined,
+    head: { seq: number; hash: string | null },
+    private readonly breakAtSeq: number | null,
+    private readonly path: string,
+    private readonly parallelVerifyMinRows: number,
+    private readonly parallelVerifyFallback: boolean,
+  ) {
+    this.builder = new RowBuilder(head, payloadKey);
+    this.committedHead = head;
+  }
+
+  head(): { seq: number; hash: string | null } {
+    return this.builder.head();
+  }
+
+  append(entry: AppendEntry): Promise<AuditRow> {
+    if (this.closing) return Promise.reject(new LedgerUnavailableError('ledger is closed'));
+    let built: BuiltRow;
+    try {
+      validateEntry(entry);
+      this.checkConflicts(entry);
+      built = this.builder.build(entry, true);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    let resolve!: (row: AuditRow) => void;
+    let reject!: (err: unknown) => void;
+    const promise = new Promise<AuditRow>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const pending: PendingRow = {
+      built,
+      envelopeId: entry.envelope_id,
+      agentId: entry.agent_id,
+      postCheckParent: entry.phase === 'post_check' ? entry.parent_envelope_id : null,
+      countsAsExecution: countsAsExecution(entry.phase),
+      resolve,
+      reject,
+    };
+    this.inFlight.set(pending.envelopeId, pending);
+    if (pending.postCheckParent !== null) this.inFlightPostChecks.set(pending.postCheckParent, pending.envelopeId);
+    if (pending.countsAsExecution) addExecution(this.statsFor(pending.agentId), entry.decision);
+    this.queue.push(pending);
+    if (!this.writing && !this.scheduled) {
+      this.scheduled = true;
+      // setImmediate, not a microtask: appends from every request handled in this loop turn join the batch.
+      setImmediate(this.flushBound);
+    }
+    return promise;
+  }
+
+  private checkConflicts(entry: AppendEntry): void {
+    const id = entry.envelope_id;
+    if (this.inFlight.has(id) || this.envelopes.get(id) !== undefined) {
+      throw new LedgerConflictError('duplicate_envelope_id', `envelope ${id} is already in the ledger`, id);
+    }
+    if (entry.phase === 'post_check' && entry.parent_envelope_id !== null) {
+      const existing = this.inFlightPostChecks.get(entry.parent_envelope_id) ?? this.postChecks.get(entry.parent_envelope_id);
+      if (existing !== undefined) {
+        throw new LedgerConflictError(
+          'post_check_exists',
+          `pre-check ${entry.parent_envelope_id} already has post-check ${existing}`,
+          existing,
+        );
+      }
+    }
+  }
+
+  private statsFor(agentId: string): AgentStats {
+    let s = this.stats.get(agentId);
+    if (!s) {
+      const stored = this.agentStatsDb.get(agentId);
+      s = stored ? copyStats(stored) : emptyStats();
+      this.stats.set(agentId, s);
+    }
+    return s;
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.writing || this.queue.length === 0) return;
+    let count = 0;
+    let bytes = 0;
+    while (count < this.queue.length && count < MAX_BATCH_ROWS && bytes < MAX_BATCH_BYTES) {
+      bytes += this.queue[count].built.bytes.length;
+      count++;
+    }
+    const batch = count === this.queue.length ? this.queue : this.queue.slice(0, count);
+    this.queue = count === this.queue.length ? [] : this.queue.slice(count);
+    this.writing = true;
+
+    const deltas = new Map<string, AgentStats>();
+    for (const p of batch) {
+      if (!p.countsAsExecution) continue;
+      let d = deltas.get(p.agentId);
+      if (!d) deltas.set(p.agentId, (d = emptyStats()));
+      addExecution(d, p.built.row.decision);
+    }
+    // Absolute stats values: every earlier batch has committed, so durable + this batch's delta.
+    const statsWrites: Array<[string, AgentStats]> = [];
+    for (const [agentId, delta] of deltas) {
+      const next = copyStats(this.durableStatsFor(agentId));
+      mergeStats(next, delta);
+      statsWrites.push([agentId, next]);
+    }
+    const last = batch[batch.length - 1].built;
+    const head: MetaHead = { seq: last.seq, hash: last.row.hash };
+    const firstSeq = batch[0].built.seq;
+
+    let written: Promise<boolean>;
+    try {
+      written = this.writeBatch(batch, statsWrites, head);
+    } catch (err) {
+      this.failBatch(batch, err);
+      return;
+    }
+    // With overlappingSync (lmdb-js default on Linux and macOS) a commit is visible before it is on
+    // disk; `flushed`, read now, is the promise for this batch's transaction reaching the disk.
+    const flushed = new Promise<unknown>((res) => this.env.flushed.then(res, res));
+    written.then(
+      (stored) => {
+        if (!stored) {
+          this.failBatch(batch, new LedgerUnavailableError(`seq ${firstSeq} is already stored: is another process writing this ledger?`));
+          return;
+        }
+        for (const [agentId, s] of statsWrites) this.durableStats.set(agentId, s);
+        this.committedHead = head;
+        this.writing = false;
+        if (this.queue.length > 0) this.flush();
+        flushed.then(() => this.acknowledge(batch));
+      },
+      (err: unknown) => this.failBatch(batch, err),
+    );
+  }
+
+  private durableStatsFor(agentId: string): AgentStats {
+    let s = this.durableStats.get(agentId);
+    if (!s) {
+      const stored = this.agentStatsDb.get(agentId);
+      s = stored ? copyStats(stored) : emptyStats();
+      this.durableStats.set(agentId, s);
+    }
+    return s;
+  }
+
+  /**
+   * One atomic LMDB write for the batch: rows, envelope and post-check indexes, stats and the head
+   * record. The puts are asynchronous, so lmdb-js applies them on its write thread while this thread
+   * keeps building rows; ifNoExists(first seq) makes them one conditional block that commits in one
+   * transaction, and writes nothing if that seq is already stored (another writer: the batch fails).
+   */
+  private writeBatch(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead): Promise<boolean> {
+    return this.rows.ifNoExists(batch[0].built.seq, () => {
+      for (const p of batch) {
+        this.rows.put(p.built.seq, p.built.bytes);
+        this.envelopes.put(p.envelopeId, p.built.seq);
+        if (p.postCheckParent !== null) this.postChecks.put(p.postCheckParent, p.envelopeId);
+      }
+      for (const [agentId, s] of statsWrites) this.agentStatsDb.put(agentId, s);
+      this.meta.put('head', head);
+    });
+  }
+
+  private acknowledge(batch: PendingRow[]): void {
+    for (const p of batch) {
+      if (this.inFlight.get(p.envelopeId) === p) this.inFlight.delete(p.envelopeId);
+      if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === p.envelopeId) {
+        this.inFlightPostChecks.delete(p.postCheckParent);
+      }
+      p.resolve(p.built.row);
+      if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
+    }
+    this.notifyIfIdle();
+  }
+
+  /**
+   * A failed commit (disk full, I/O error) loses this batch, and every queued row after it chains
+   * through rows that were never stored, so all of them fail and the head returns to the last
+   * durable row.
+   */
+  private failBatch(batch: PendingRow[], cause: unknown): void {
+    const rest = this.queue;
+    this.queue = [];
+    const error =
+      cause instanceof LedgerUnavailableError ? cause : new LedgerUnavailableError('ledger commit failed', { cause });
+    for (const p of [...batch, ...rest]) {
+      this.inFlight.delete(p.envelopeId);
+      if (p.postCheckParent !== null) this.inFlightPostChecks.delete(p.postCheckParent);
+      p.reject(error);
+      if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
+    }
+    this.stats.clear();
+    this.builder.reset(this.committedHead);
+    this.writing = false;
+    this.notifyIfIdle();
+  }
+
+  /** Resolves once the in-flight row of this envelope is acknowledged or failed. */
+  private whenSettled(envelopeId: string): Promise<void> {
+    return new Promise((resolve) => {
+      const waiters = this.settleWaiters.get(envelopeId);
+      if (waiters) waiters.push(resolve);
+      else this.settleWaiters.set(envelopeId, [resolve]);
+    });
+  }
+
+  private settle(envelopeId: string): void {
+    const waiters = this.settleWaiters.get(envelopeId);
+    if (!waiters) return;
+    this.settleWaiters.delete(envelopeId);
+    for (const w of waiters) w();
+  }
+
+  private notifyIfIdle(): void {
+    if (this.writing || this.queue.length > 0 || this.inFlight.size > 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  private whenIdle(): Promise<void> {
+    if (!this.writing && this.queue.length === 0 && this.inFlight.size === 0) return Promise.resolve();
+    return new Promise((res) => this.idleWaiters.push(res));
+  }
+
+  async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
+    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    const seq = this.envelopes.get(envelopeId);
+    if (seq === undefined) return null;
+    const bytes = this.rows.get(seq);
+    if (!bytes) throw new LedgerIntegrityError(`envelope ${envelopeId} is indexed at seq ${seq}, which is missing`, seq);
+    const row = readRowWithPayload(bytes, this.payloadKey, seq);
+    if (row.seq !== seq || row.envelope_id !== envelopeId) {
+      throw new LedgerIntegrityError(`row at seq ${seq} is not envelope ${envelopeId}`, seq);
+    }
+    return row;
+  }
+
+  async list(query: AuditListQuery): Promise<ListPage> {
+    const plan = planList(query, this.committedHead.seq);
+    if (plan.below <= 1) return { items: [], next_cursor: null };
+    const range = this.rowsRaw.getRange({ start: plan.below - 1, reverse: true });
+    function* seqRows(): Generator<readonly [number, Buffer]> {
+      for (const { key, value } of range) if (isSeqKey(key)) yield [key, value] as const;
+    }
+    return collectPage(seqRows(), plan);
+  }
+
+  async postCheckOf(preCheckEnvelopeId: string): Promise<string | null> {
+    return this.inFlightPostChecks.get(preCheckEnvelopeId) ?? this.postChecks.get(preCheckEnvelopeId) ?? null;
+  }
+
+  agentStats(agentId: string): AgentStats {
+    const cached = this.stats.get(agentId);
+    if (cached) return copyStats(cached);
+    const stored = this.agentStatsDb.get(agentId);
+    return stored ? copyStats(stored) : emptyStats();
+  }
+
+  verify(): Promise<ChainVerifyResponse> {
+    const run = this.verifySnapshot();
+    this.verifying.add(run);
+    void run.finally(() => this.verifying.delete(run));
+    return run;
+  }
+
+  private async verifySnapshot(): Promise<ChainVerifyResponse> {
+    // One read snapshot for the rows and the head record committed with them.
+    let txn: Transaction;
+    try {
+      txn = this.env.useReadTransaction();
+    } catch {
+      return { valid: false, rows_checked: 0, first_invalid_seq: 1, head_hash: null };
+    }
+    try {
+      const head = (this.meta.get('head', { transaction: txn }) as MetaHead | undefined) ?? null;
+      const total = head?.seq ?? 0;
+      const segments = total >= this.parallelVerifyMinRows ? Math.min(availableParallelism(), MAX_VERIFY_SEGMENTS) : 1;
+      if (segments > 1) {
+        const stitched = await this.verifyParallel(txn, total, segments);
+        if (stitched) return stitched;
+      }
+      const { result } = await walkSegment(this.rowsRaw, txn, {
+        startSeq: 1,
+        endSeq: null,
+        payloadKey: this.payloadKey,
+        breakAtSeq: this.breakAtSeq,
+        expectedHead: head,
+        yieldEvery: true,
+      });
+      return result;
+    } finally {
+      txn.done();
+    }
+  }
+
+  /**
+   * Splits the key range into segments: this thread walks the first, worker threads the others (each in
+   * its own snapshot; the last one checks the head record of its snapshot), and the results are
+   * stitched as one walk. Hashing dominates verification, so this scales with cores. Any worker failure
+   * returns null and the caller walks in-thread instead.
+   */
+  private async verifyParallel(txn: Transaction, total: number, segments: number): Promise<ChainVerifyResponse | null> {
+    const size = Math.ceil(total / segments);
+    const starts = Array.from({ length: segments }, (_, i) => 1 + i * size);
+    const workers: Worker[] = [];
+    const results = starts.slice(1).map((startSeq, i) => {
+      const input: VerifyWorkerInput = {
+        path: this.path,
+        plan: {
+          startSeq,
+          endSeq: starts[i + 2] ?? null,
+          breakAtSeq: this.breakAtSeq,
+          payloadKey: this.payloadKey ?? null,
+          readHead: i === segments - 2,
+        },
+      };
+      return new Promise<{ result: ChainVerifyResponse; info: SegmentInfo }>((resolve, reject) => {
+        // Inherit loader flags (tests run TypeScript through one); --input-type is only valid for -e.
+        const execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
+        const worker = new Worker(VERIFY_WORKER_URL, { workerData: input, execArgv });
+        workers.push(worker);
+        worker.once('message', resolve);
+        worker.once('error', reject);
+        worker.once('exit', (code) => reject(new Error(`verify worker exited with code ${code}`)));
+      });
+    });
+    // Observe failures now: a worker may fail while this thread is still walking its own segment.
+    const settled = Promise.all(results);
+    settled.catch(() => undefined);
+    try {
+      const first = await walkSegment(this.rowsRaw, txn, {
+        startSeq: 1,
+        endSeq: starts[1],
+        payloadKey: this.payloadKey,
+        breakAtSeq: this.breakAtSeq,
+        expectedHead: null,
+        yieldEvery: true,
+      });
+      if (!first.result.valid) {
+        // The earliest break decides the result; the other segments cannot change it.
+        for (const w of workers) void w.terminate();
+        return first.result;
+      }
+      return stitchSegments([first, ...(await settled)]);
+    } catch (err) {
+      for (const w of workers) void w.terminate();
+      if (!this.parallelVerifyFallback) throw err;
+      return null;
+    }
+  }
+
+  /**
+   * Removes a row's payload and salt (personal-data erasure). Header, prev_hash, commitment and hash
+   * stay, so the chain still verifies. Returns false for an unknown envelope id.
+   */
+  async erasePayload(envelopeId: string): Promise<boolean> {
+    if (this.closing) throw new LedgerUnavailableError('ledger is closed');
+    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    const seq = this.envelopes.get(envelopeId);
+    if (seq === undefined) return false;
+    const erased = await this.env.childTransaction(() => {
+      const bytes = this.rows.get(seq);
+      if (!bytes) throw new LedgerIntegrityError(`envelope ${envelopeId} is indexed at seq ${seq}, which is missing`, seq);
+      const next = eraseRow(bytes, seq);
+      if (next !== bytes) this.rows.putSync(seq, next);
+      return true;
+    });
+    await new Promise<unknown>((res) => this.env.flushed.then(res, res));
+    return erased;
+  }
+
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closing = true;
+      this.closed = this.whenIdle().then(async () => {
+        await Promise.allSettled([...this.verifying]);
+      });
+    }
+    return this.closed;
+  }
+}
+
+class LmdbKv implements KvStore {
+  /** Writes not yet committed, so a get() right after put() sees the new value (as the memory adapter does). */
+  private readonly pending = new Map<string, { ns: string; key: string; json: string | undefined }>();
+
+  constructor(
+    private readonly env: RootDatabase,
+    private readonly db: Database<string, [string, string]>,
+  ) {}
+
+  private static id(ns: string, key: string): string {
+    return ns + '\u0000' + key;
+  }
+
+  get<T = unknown>(ns: string, key: string): T | undefined {
+    const p = this.pending.get(LmdbKv.id(ns, key));
+    const json = p ? p.json : this.db.get([ns, key]);
+    return json === undefined ? undefined : (JSON.parse(json) as T);
+  }
+
+  async put(ns: string, key: string, value: unknown): Promise<void> {
+    checkKvKey(ns, key);
+    const json = value === undefined ? undefined : JSON.stringify(value);
+    const id = LmdbKv.id(ns, key);
+    const entry = { ns, key, json };
+    this.pending.set(id, entry);
+    try {
+      await (json === undefined ? this.db.remove([ns, key]) : this.db.put([ns, key], json));
+      await new Promise<unknown>((res) => this.env.flushed.then(res, res));
+    } finally {
+      if (this.pending.get(id) === entry) this.pending.delete(id);
+    }
+  }
+
+  entries<T = unknown>(ns: string): Array<[string, T]> {
+    const merged = new Map<string, string | undefined>();
+    for (const { key, value } of this.db.getRange({ start: [ns], end: [ns + '\u0000'] })) {
+      const k = key as unknown as [string, string];
+      if (Array.isArray(k) && k[0] === ns && typeof k[1] === 'string') merged.set(k[1], value);
+    }
+    for (const p of this.pending.values()) if (p.ns === ns) merged.set(p.key, p.json);
+    const out: Array<[string, T]> = [];
+    for (const [k, json] of merged) if (json !== undefined) out.push([k, JSON.parse(json) as T]);
+    return out.sort((a, b) => Buffer.compare(Buffer.from(a[0]), Buffer.from(b[0])));
+  }
+}
+
+/** Last stored row: seq and hash to continue the chain from. Skips keys that are not seqs. */
+function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: string | null } {
+  for (const { key, value } of rowsRaw.getRange({ reverse: true })) {
+    if (!isSeqKey(key)) continue;
+    const layout = readRowLayout(value);
+    // An unreadable last row keeps its seq; verify() reports it, and the next row links to zeros.
+    const hash = layout ? value.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) : '0'.repeat(64);
+    return { seq: key, hash };
+  }
+  return { seq: 0, hash: null };
+}
+
+/**
+ * Opens (creating if needed) the LMDB ledger at `path`: a directory holding data.mdb and lock.mdb,
+ * or, when the path has a file extension, that data file (lmdb-js convention). One process may write
+ * a ledger at a time.
+ */
+export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {}): Promise<Storage> {
+  const payloadKey = opts.encryptionKey;
+  if (payloadKey !== undefined) assertPayloadKey(payloadKey);
+  const env = open({ path, ...LMDB_ENV_OPTIONS });
+  try {
+    const rows = env.openDB<Buffer, number>(LMDB_DB_NAMES.rows, { encoding: 'binary' });
+    const rowsRaw = openRawRows(env);
+    const envelopes = env.openDB<number, string>(LMDB_DB_NAMES.envelopes, {});
+    const postChecks = env.openDB<string, string>(LMDB_DB_NAMES.postChecks, {});
+    const agentStats = env.openDB<AgentStats, string>(LMDB_DB_NAMES.agentStats, {});
+    const kv = env.openDB<string, [string, string]>(LMDB_DB_NAMES.kv, { encoding: 'string' });
+    const meta = env.openDB<unknown, string>(LMDB_DB_NAMES.meta, {});
+
+    const format = meta.get('format');
+    if (format === undefined) meta.putSync('format', LEDGER_FORMAT);
+    else if (format !== LEDGER_FORMAT) throw new Error(`ledger at ${path} has format ${String(format)}; this build reads format ${LEDGER_FORMAT}`);
+
+    const fingerprint = meta.get('key_fingerprint') as string | undefined;
+    if (payloadKey !== undefined) {
+      const mine = keyFingerprint(payloadKey);
+      if (fingerprint === undefined) meta.putSync('key_fingerprint', mine);
+      else if (fingerprint !== mine) {
+        throw new Error(`the audit encryption key does not match the key the ledger at ${path} was written with`);
+      }
+    } else if (fingerprint !== undefined) {
+      throw new Error(`the ledger at ${path} holds encrypted payloads: set the audit encryption key (GOV_AUDIT_ENCRYPTION_KEY) to open it`);
+    }
+
+    const head = recoverHead(rowsRaw);
+    // The head record commits with every batch, so after any crash it equals the last row. A
+    // difference means rows were cut from (or added to) the tail while the ledger was closed: keep
+    // that seq as a permanent break so appends that follow cannot hide it.
+    let breakAtSeq = (meta.get('tail_break') as number | undefined) ?? null;
+    const recorded = meta.get('head') as MetaHead | undefined;
+    if (recorded && (recorded.seq !== head.seq || recorded.hash !== head.hash)) {
+      const at = recorded.seq === head.seq ? head.seq : Math.min(recorded.seq, head.seq) + 1;
+      if (breakAtSeq === null || at < breakAtSeq) {
+        breakAtSeq = at;
+        meta.putSync('tail_break', at);
+      }
+    }
+
+    const ledger = new LmdbLedger(
+      env, rows, rowsRaw, envelopes, postChecks, agentStats, meta, payloadKey, head, breakAtSeq, path,
+      opts.parallelVerifyMinRows ?? DEFAULT_PARALLEL_VERIFY_MIN_ROWS, opts.parallelVerifyFallback ?? true,
+    );
+    const kvStore = new LmdbKv(env, kv);
+    let closing: Promise<void> | null = null;
+    return {
+      ledger,
+      kv: kvStore,
+      close() {
+        closing ??= (async () => {
+          await ledger.close();
+          await env.close();
+        })();
+        return closing;
+      },
+    };
+  } catch (err) {
+    await env.close();
+    throw err;
+  }
+}

@@ -1,0 +1,170 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { LedgerUnavailableError } from '../../src/ledger/errors.js';
+import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { entry } from './fixtures/ledger-suite.js';
+import { tempLedgerDir, withRawRows } from './fixtures/lmdb-helpers.js';
+
+t.test('rows, indexes, stats and kv survive a restart and the chain continues', async (t) => {
+  const dir = tempLedgerDir(t);
+  const first = await openLmdbStorage(dir);
+  const pre = entry({ phase: 'pre_check' });
+  const rows = [];
+  rows.push(await first.ledger.append(pre));
+  rows.push(await first.ledger.append(entry({ phase: 'post_check', parent_envelope_id: pre.envelope_id, decision: 'block' })));
+  rows.push(await first.ledger.append(entry()));
+  await first.kv.put('kill_switch', 'state', { active: true });
+  const head = first.ledger.head();
+  await first.close();
+
+  const second = await openLmdbStorage(dir);
+  t.teardown(() => second.close());
+  t.same(second.ledger.head(), head);
+  t.same(second.ledger.agentStats('agent-a'), { executions: 2, outcomes: { block: 1, approve: 1 } });
+  t.equal(await second.ledger.postCheckOf(pre.envelope_id), rows[1].envelope_id);
+  t.same(second.kv.get('kill_switch', 'state'), { active: true });
+  t.same((await second.ledger.get(pre.envelope_id))!.hash, rows[0].hash);
+  const next = await second.ledger.append(entry());
+  t.equal(next.seq, 4);
+  t.equal(next.prev_hash, head.hash);
+  t.same(await second.ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: next.hash });
+  t.same((await second.ledger.list({ limit: 50 })).items.map((r) => r.seq), [4, 3, 2, 1]);
+});
+
+t.test('encrypted payloads: no plaintext on disk, readable with the key, refused without it', async (t) => {
+  const dir = tempLedgerDir(t);
+  const key = randomBytes(32);
+  const marker = 'PLAINTEXT-MARKER-7c1f';
+  const storage = await openLmdbStorage(dir, { encryptionKey: key });
+  const e = entry({ payload: { secret: marker, nested: { also: marker } } });
+  const row = await storage.ledger.append(e);
+  t.equal(row.encrypted, true);
+  t.same((await storage.ledger.get(e.envelope_id))!.payload, e.payload);
+  await storage.close();
+
+  const files = fs.readdirSync(dir);
+  t.ok(files.includes('data.mdb'));
+  for (const f of files) t.notOk(fs.readFileSync(path.join(dir, f)).includes(Buffer.from(marker)), `${f} holds no plaintext`);
+  await withRawRows(dir, (raw) => {
+    const stored = raw.get(1) as Buffer;
+    t.notOk(stored.includes(Buffer.from(marker)));
+    t.ok(stored.includes(Buffer.from(e.envelope_id)), 'the header stays readable');
+  });
+
+  await t.rejects(openLmdbStorage(dir), /holds encrypted payloads/, 'no key');
+  await t.rejects(openLmdbStorage(dir, { encryptionKey: randomBytes(32) }), /does not match/, 'wrong key');
+  const again = await openLmdbStorage(dir, { encryptionKey: key });
+  t.teardown(() => again.close());
+  t.same((await again.ledger.get(e.envelope_id))!.payload, e.payload);
+  t.equal((await again.ledger.verify()).valid, true);
+});
+
+t.test('a plaintext ledger can be opened with a key later; old rows stay readable', async (t) => {
+  const dir = tempLedgerDir(t);
+  const plain = await openLmdbStorage(dir);
+  const e1 = entry();
+  await plain.ledger.append(e1);
+  await plain.close();
+  const key = randomBytes(32);
+  const enc = await openLmdbStorage(dir, { encryptionKey: key });
+  t.teardown(() => enc.close());
+  const e2 = entry();
+  t.equal((await enc.ledger.append(e2)).encrypted, true);
+  t.equal((await enc.ledger.get(e1.envelope_id))!.encrypted, false);
+  t.same((await enc.ledger.get(e1.envelope_id))!.payload, e1.payload);
+  t.same((await enc.ledger.get(e2.envelope_id))!.payload, e2.payload);
+  t.equal((await enc.ledger.verify()).valid, true);
+});
+
+t.test('5,000 concurrent appends all resolve with contiguous seqs and a valid chain', async (t) => {
+  const storage = await openLmdbStorage(tempLedgerDir(t));
+  t.teardown(() => storage.close());
+  const entries = Array.from({ length: 5000 }, (_, i) => entry({ agent_id: `agent-${i % 7}`, decision: i % 4 === 0 ? 'block' : 'approve' }));
+  const rows = await Promise.all(entries.map((e) => storage.ledger.append(e)));
+  t.same(rows.map((r) => r.seq), entries.map((_, i) => i + 1), 'seqs follow call order');
+  t.ok(rows.every((r, i) => i === 0 || r.prev_hash === rows[i - 1].hash), 'each row links to the one before');
+  t.same(await storage.ledger.verify(), { valid: true, rows_checked: 5000, first_invalid_seq: null, head_hash: rows[4999].hash });
+  let executions = 0;
+  for (let a = 0; a < 7; a++) executions += storage.ledger.agentStats(`agent-${a}`).executions;
+  t.equal(executions, 5000);
+  t.equal(storage.ledger.agentStats('agent-0').outcomes.block, entries.filter((e, i) => e.agent_id === 'agent-0' && i % 4 === 0).length);
+  const sample = entries[4321];
+  t.same((await storage.ledger.get(sample.envelope_id))!.payload, sample.payload);
+});
+
+t.test('close() lets in-flight appends commit, then refuses new ones', async (t) => {
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir);
+  const pending = Array.from({ length: 300 }, () => storage.ledger.append(entry()));
+  const closed = storage.close();
+  await t.rejects(storage.ledger.append(entry()), LedgerUnavailableError);
+  const rows = await Promise.all(pending);
+  await closed;
+  t.equal(rows.length, 300);
+  const reopened = await openLmdbStorage(dir);
+  t.teardown(() => reopened.close());
+  t.equal(reopened.ledger.head().seq, 300);
+  t.equal((await reopened.ledger.verify()).valid, true);
+});
+
+t.test('get() of a row still committing waits for it', async (t) => {
+  const storage = await openLmdbStorage(tempLedgerDir(t));
+  t.teardown(() => storage.close());
+  const e = entry();
+  const appending = storage.ledger.append(e);
+  const got = await storage.ledger.get(e.envelope_id);
+  t.same(got, { ...(await appending), payload: e.payload });
+});
+
+t.test('SIGKILL at any moment: the ledger reopens, verifies, and has every acknowledged row', async (t) => {
+  const dir = tempLedgerDir(t);
+  const fixture = fileURLToPath(new URL('./fixtures/append-until-killed.ts', import.meta.url));
+  const acknowledged: string[] = [];
+  for (const killAfter of [400, 1500, 50]) {
+    const child = spawn(process.execPath, [...process.execArgv, fixture, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let buffered = '';
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const acked: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => {
+        buffered += d.toString();
+        const lines = buffered.split('\n');
+        buffered = lines.pop()!;
+        acked.push(...lines);
+        if (acked.length >= killAfter && !child.killed) child.kill('SIGKILL');
+      });
+      child.on('exit', (code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`))));
+    });
+    acknowledged.push(...acked);
+    const storage = await openLmdbStorage(dir);
+    const v = await storage.ledger.verify();
+    t.equal(v.valid, true, `valid after a kill at ${acked.length} acknowledgements`);
+    t.ok(v.rows_checked >= acknowledged.length, 'no acknowledged row is lost');
+    const missing = [];
+    for (const id of acknowledged) if ((await storage.ledger.get(id)) === null) missing.push(id);
+    t.same(missing, [], 'every acknowledged envelope is present');
+    await storage.close();
+  }
+});
+
+t.test('a failed batch rejects its appends and every queued one, and rewinds the head', async (t) => {
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir);
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  const kept = await ledger.append(entry());
+  await ledger.append(entry());
+  // Another writer takes seq 3 behind the ledger's back.
+  await withRawRows(dir, (rows) => rows.put(3, Buffer.from('not ours')));
+  const doomed = [ledger.append(entry()), ledger.append(entry())];
+  for (const p of doomed) await t.rejects(p, { code: 'ledger_unavailable', message: /seq 3 is already stored/ });
+  t.same(ledger.head(), { seq: 2, hash: (await ledger.list({ limit: 1 })).items[0].hash });
+  t.same(ledger.agentStats('agent-a'), { executions: 2, outcomes: { approve: 2 } }, 'stats count only stored rows');
+  t.not(kept.hash, ledger.head().hash);
+  t.equal((await ledger.verify()).first_invalid_seq, 3);
+});
