@@ -12,11 +12,21 @@ import {
   type UpstreamAnswer,
 } from './adapter.js';
 import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
+import {
+  inspectResponse,
+  isResponsesProposal,
+  isStoredResponsePath,
+  openResponsesStream,
+  proposeResponses,
+  RESPONSES_PASS_POST,
+  RESPONSES_POST,
+  responsesStreamErrorEvent,
+} from './openai-responses.js';
 import type { SseEvent } from './sse.js';
 
-const GOVERNED_POST = new Set(['/v1/chat/completions', '/chat/completions']);
+const GOVERNED_POST = new Set(['/v1/chat/completions', '/chat/completions', ...RESPONSES_POST]);
 /** Endpoints that only read or embed, forwarded with a pre-check row and no output inspection. */
-const PASS_POST = new Set(['/v1/embeddings', '/v1/moderations']);
+const PASS_POST = new Set(['/v1/embeddings', '/v1/moderations', ...RESPONSES_PASS_POST]);
 
 const ERROR_TYPES: Record<ProxyErrorInfo['kind'], { type: string; code: string }> = {
   not_found: { type: 'invalid_request_error', code: 'not_found' },
@@ -32,9 +42,14 @@ const ERROR_TYPES: Record<ProxyErrorInfo['kind'], { type: string; code: string }
   internal_error: { type: 'api_error', code: 'internal_error' },
 };
 
-function errorObject(err: ProxyErrorInfo): Json {
+function errorFields(err: ProxyErrorInfo): { message: string; type: string; code: string } {
   const t = ERROR_TYPES[err.kind];
-  return { error: { message: err.message, type: t.type, param: null, code: t.code } };
+  return { message: err.message, type: t.type, code: t.code };
+}
+
+function errorObject(err: ProxyErrorInfo): Json {
+  const f = errorFields(err);
+  return { error: { message: f.message, type: f.type, param: null, code: f.code } };
 }
 
 interface ToolCallDraft {
@@ -44,19 +59,23 @@ interface ToolCallDraft {
 }
 
 /**
- * OpenAI Chat Completions (`POST /v1/chat/completions`, JSON and `stream: true`). Everything else under
- * /openai is either a read (GET) or an embedding/moderation call, forwarded with a pre-check row, or
- * refused: an endpoint that generates text this adapter cannot read is not forwarded ungoverned.
+ * OpenAI Chat Completions (`POST /v1/chat/completions`, JSON and `stream: true`) and, through
+ * openai-responses.ts, the Responses API (`POST /v1/responses`). Everything else under /openai is either
+ * a read (GET) or an embedding/moderation call, forwarded with a pre-check row, or refused: an endpoint
+ * that generates text this adapter cannot read is not forwarded ungoverned, and neither is a stored
+ * response read back (`GET /v1/responses/{id}`).
  */
 export class OpenAiAdapter implements ProtocolAdapter {
   readonly kind = 'openai';
   readonly framework = 'OpenAI Agents' as const;
 
   classify(method: string, pathname: string): 'governed' | 'pass' | null {
+    if (method !== 'POST' && isStoredResponsePath(pathname)) return null;
     return classifyLlmEndpoint(method, pathname, GOVERNED_POST, PASS_POST);
   }
 
   propose(body: unknown, call: CallContext): Proposal {
+    if (RESPONSES_POST.has(call.pathname)) return proposeResponses(body, call);
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
     const { input, lastUser } = lastUserInput(messages, contentText);
@@ -101,7 +120,8 @@ export class OpenAiAdapter implements ProtocolAdapter {
     };
   }
 
-  inspect(res: UpstreamAnswer): Inspected {
+  inspect(res: UpstreamAnswer, proposal: Proposal): Inspected {
+    if (isResponsesProposal(proposal)) return inspectResponse(res);
     const j = isObject(res.json) ? res.json : {};
     const choices = Array.isArray(j.choices) ? j.choices : [];
     const texts: string[] = [];
@@ -140,16 +160,17 @@ export class OpenAiAdapter implements ProtocolAdapter {
     };
   }
 
-  openStream(): StreamInspector {
-    return new OpenAiChatStream();
+  openStream(proposal: Proposal): StreamInspector {
+    return isResponsesProposal(proposal) ? openResponsesStream(proposal) : new OpenAiChatStream();
   }
 
   errorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
     return { contentType: 'application/json', body: JSON.stringify(errorObject(err)) };
   }
 
-  /** The SDK's stream reader throws an APIError for a data event carrying `error`. */
-  streamErrorEvent(err: ProxyErrorInfo): string {
+  /** The SDK's stream reader throws an APIError for a data event carrying `error` (Responses: an `error` event). */
+  streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string {
+    if (isResponsesProposal(proposal)) return responsesStreamErrorEvent(errorFields(err), proposal);
     return `data: ${JSON.stringify(errorObject(err))}\n\n`;
   }
 }

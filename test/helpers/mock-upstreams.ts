@@ -182,3 +182,79 @@ export function anthropicStream(text: string, tools: ToolCallSpec[] = [], size =
 export function anthropicError(status: number, type: string, message: string): MockReply {
   return { status, json: { type: 'error', error: { type, message } } };
 }
+
+// ---------- OpenAI Responses API ----------
+
+function responseItems(text: string, tools: ToolCallSpec[], status: 'completed' | 'in_progress' = 'completed'): unknown[] {
+  const output: unknown[] = [];
+  if (text !== '') {
+    output.push({ id: 'msg_mock', type: 'message', status, role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] });
+  }
+  tools.forEach((t, i) => output.push({ id: `fc_mock_${i}`, type: 'function_call', status, call_id: `call_${i}`, name: t.name, arguments: JSON.stringify(t.args) }));
+  return output;
+}
+
+function responseObject(output: unknown[], status: 'completed' | 'in_progress', model: string): Record<string, unknown> {
+  return {
+    id: 'resp_mock',
+    object: 'response',
+    created_at: 1_700_000_000,
+    status,
+    error: null,
+    incomplete_details: null,
+    instructions: null,
+    model,
+    output,
+    parallel_tool_calls: true,
+    previous_response_id: null,
+    store: true,
+    temperature: 1,
+    tool_choice: 'auto',
+    tools: [],
+    top_p: 1,
+    truncation: 'disabled',
+    usage: status === 'completed' ? { input_tokens: 12, input_tokens_details: { cached_tokens: 0 }, output_tokens: 9, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 21 } : null,
+    metadata: {},
+  };
+}
+
+/** A complete Response object: an assistant `message` with the text (if any), then one `function_call` item per tool. */
+export function openAiResponse(text: string, tools: ToolCallSpec[] = [], model = 'gpt-4o-mini'): unknown {
+  return responseObject(responseItems(text, tools), 'completed', model);
+}
+
+/**
+ * The Responses API's typed SSE events for the same answer, in the order the API sends them:
+ * response.created, response.in_progress, then per item output_item.added, its parts and deltas (text in
+ * `size`-character output_text deltas; arguments in two function_call_arguments deltas), their `.done`
+ * events restating it whole, output_item.done, and finally response.completed with the whole Response.
+ */
+export function openAiResponseStream(text: string, tools: ToolCallSpec[] = [], size = 4, model = 'gpt-4o-mini'): string[] {
+  let seq = 0;
+  const e = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...data })}\n\n`;
+  const out = [e('response.created', { response: responseObject([], 'in_progress', model) }), e('response.in_progress', { response: responseObject([], 'in_progress', model) })];
+  let index = 0;
+  if (text !== '') {
+    const at = { item_id: 'msg_mock', output_index: index, content_index: 0 };
+    out.push(e('response.output_item.added', { output_index: index, item: { id: 'msg_mock', type: 'message', status: 'in_progress', role: 'assistant', content: [] } }));
+    out.push(e('response.content_part.added', { ...at, part: { type: 'output_text', text: '', annotations: [] } }));
+    for (let i = 0; i < text.length; i += size) out.push(e('response.output_text.delta', { ...at, delta: text.slice(i, i + size), logprobs: [] }));
+    out.push(e('response.output_text.done', { ...at, text, logprobs: [] }));
+    out.push(e('response.content_part.done', { ...at, part: { type: 'output_text', text, annotations: [] } }));
+    out.push(e('response.output_item.done', { output_index: index, item: responseItems(text, [])[0] }));
+    index++;
+  }
+  for (const [i, t] of tools.entries()) {
+    const args = JSON.stringify(t.args);
+    const half = Math.floor(args.length / 2);
+    const id = `fc_mock_${i}`;
+    out.push(e('response.output_item.added', { output_index: index, item: { id, type: 'function_call', status: 'in_progress', call_id: `call_${i}`, name: t.name, arguments: '' } }));
+    out.push(e('response.function_call_arguments.delta', { item_id: id, output_index: index, delta: args.slice(0, half) }));
+    out.push(e('response.function_call_arguments.delta', { item_id: id, output_index: index, delta: args.slice(half) }));
+    out.push(e('response.function_call_arguments.done', { item_id: id, output_index: index, name: t.name, arguments: args }));
+    out.push(e('response.output_item.done', { output_index: index, item: { id, type: 'function_call', status: 'completed', call_id: `call_${i}`, name: t.name, arguments: args } }));
+    index++;
+  }
+  out.push(e('response.completed', { response: responseObject(responseItems(text, tools), 'completed', model) }));
+  return out;
+}
