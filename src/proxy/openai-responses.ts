@@ -26,8 +26,14 @@ export const RESPONSES_PASS_POST: ReadonlySet<string> = new Set(['/v1/responses/
  * on this path (including an answer the sidecar withheld, whose id a stream announces in its first
  * event), so these are refused rather than passed.
  */
+/**
+ * Reads of output OpenAI stored server-side (responses, stored chat completions, conversation items) would
+ * hand the agent answers no post-check saw, including ones the proxy withheld, so they are not forwarded.
+ */
+const STORED_OUTPUT_PREFIXES = ['/responses/', '/chat/completions/', '/conversations'];
 export function isStoredResponsePath(pathname: string): boolean {
-  return pathname.startsWith('/v1/responses/') || pathname.startsWith('/responses/');
+  const p = pathname.startsWith('/v1/') ? pathname.slice(3) : pathname;
+  return STORED_OUTPUT_PREFIXES.some((prefix) => p.startsWith(prefix));
 }
 
 /** Per-call state carried in the proposal: marks the call as a Responses call, and numbers our error event. */

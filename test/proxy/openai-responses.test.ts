@@ -344,3 +344,13 @@ t.test('a function call a released answer asked for is linked to the HTTP tool c
 
   t.same((await runTool({ order_id: '79' })).unrequested_tool_call, true, 'a call no model turn asked for is flagged');
 });
+
+t.test('reads of stored output are never forwarded', async (t) => {
+  const { OpenAiAdapter } = await import('../../src/proxy/openai.js');
+  const adapter = new OpenAiAdapter();
+  for (const path of ['/v1/responses/resp_1', '/v1/chat/completions/chatcmpl_1/messages', '/v1/conversations/conv_1/items', '/v1/conversations']) {
+    t.equal(adapter.classify('GET', path), null, `GET ${path}`);
+  }
+  t.equal(adapter.classify('GET', '/v1/models'), 'pass', 'plain reads still pass');
+  t.equal(adapter.classify('POST', '/v1/chat/completions'), 'governed');
+});
