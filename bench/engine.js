@@ -7,41 +7,12 @@ import { SCORING_CONFIG } from '../dist/engine/scoring-config.js';
 import { loadGoldenFile } from '../dist/policy/golden.js';
 import { loadPolicyDir } from '../dist/policy/loader.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
+import { paddedWorkedExample } from './worked-example.js';
 
 const root = (p) => fileURLToPath(new URL(`../${p}`, import.meta.url));
 
 const WARMUP = 5_000;
 const ITERATIONS = 20_000;
-const TARGET_OUTPUT_BYTES = 2048;
-
-function workedExample() {
-  const filler =
-    ' Your parcel left our warehouse and is with the carrier; tracking updates can take a while to appear.' +
-    ' If anything looks wrong, reply to this message and our support team will look into it for you.';
-  let answer = 'Order 1234 has shipped.';
-  const output = { answer, sources: ['lookup_order'] };
-  while (Buffer.byteLength(JSON.stringify(output)) < TARGET_OUTPUT_BYTES) {
-    answer += filler;
-    output.answer = answer;
-  }
-  return {
-    agent_id: 'support-bot',
-    framework: 'REST',
-    version: '1.0',
-    sdk_version: '1.0.0',
-    request: { user: 'u-42', input: 'What is the status of order 1234?', session_id: null, metadata: {} },
-    execution: {
-      model: 'gpt-4o-mini',
-      tools_called: [{ name: 'lookup_order', args: { order_id: '1234' } }],
-      tool_results: [{ name: 'lookup_order', output: { order_id: '1234', status: 'shipped' } }],
-      latency_ms: 420,
-      tokens: 180,
-      prompt_tokens: 120,
-      completion_tokens: 60,
-    },
-    output,
-  };
-}
 
 function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
@@ -63,7 +34,7 @@ export default async function run() {
     killSwitch: { active: false, reason: '' },
     judgeScore: null,
   };
-  const req = workedExample();
+  const req = paddedWorkedExample(2048);
   // The route hands the engine an already-normalised input; normalising is part of the measured call
   // because every request pays for it.
   const first = evaluate(fromValidate(req), ctx);

@@ -9,39 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { paddedWorkedExample } from './worked-example.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const TOKEN = 'bench-http-fixed-token-0123456789abcdef';
 const CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
 const DURATION_S = Number(process.env.BENCH_HTTP_DURATION ?? 10);
 const WARMUP_S = Number(process.env.BENCH_HTTP_WARMUP ?? 2);
-const OUTPUT_BYTES = 2048;
-
-/** The README's worked example, its output answer padded with plain prose to ~2 KB of output JSON. */
-export function benchBody() {
-  const base = 'Order 1234 has shipped.';
-  const filler = ' The parcel left the warehouse this morning and is on its way to the delivery address.';
-  const output = { answer: base, sources: ['lookup_order'] };
-  while (Buffer.byteLength(JSON.stringify(output)) + filler.length <= OUTPUT_BYTES) output.answer += filler;
-  output.answer += ' '.repeat(Math.max(0, OUTPUT_BYTES - Buffer.byteLength(JSON.stringify(output))));
-  return {
-    agent_id: 'support-bot',
-    framework: 'REST',
-    version: '1.0',
-    sdk_version: '1.0.0',
-    request: { user: 'u-42', input: 'What is the status of order 1234?', session_id: null, metadata: {} },
-    execution: {
-      model: 'gpt-4o-mini',
-      tools_called: [{ name: 'lookup_order', args: { order_id: '1234' } }],
-      tool_results: [{ name: 'lookup_order', output: { order_id: '1234', status: 'shipped' } }],
-      latency_ms: 420,
-      tokens: 180,
-      prompt_tokens: 120,
-      completion_tokens: 60,
-    },
-    output,
-  };
-}
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -114,7 +88,7 @@ export default async function run() {
   const port = await freePort();
   const gw = await startEmbedded(join(dir, 'ledger'), port);
   try {
-    const body = JSON.stringify(benchBody());
+    const body = JSON.stringify(paddedWorkedExample(2048));
     const url = `${gw.url}/v1/runtime/validate`;
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
 

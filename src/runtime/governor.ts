@@ -70,6 +70,20 @@ export interface HeldPreCheck {
 
 const REVIEWED: ReadonlySet<Outcome> = new Set<Outcome>(['escalate', 'request_evidence']);
 
+/** The validate-shaped answer every phase builds on; latency_ms is filled in when the row is appended. */
+function scoredResponse(result: EngineResult, envelopeId: string): ValidateResponse {
+  return {
+    envelope_id: envelopeId,
+    validation: result.validation,
+    risk: result.risk,
+    decision: result.decision,
+    latency_ms: 0,
+    trust_chain: null,
+    governance_disclosure: result.governance_disclosure,
+    confidence_rationale: result.confidence_rationale,
+  };
+}
+
 /**
  * The governance service: engine + ledger + review queue + kill switch, independent of HTTP so that the
  * API routes and the sidecar proxy govern calls through the same code.
@@ -84,34 +98,15 @@ export class Governor {
     const started = performance.now();
     const input = fromValidate(req);
     const { result, envelopeId, timestamp } = this.decide(input);
-    const response: ValidateResponse = {
-      envelope_id: envelopeId,
-      validation: result.validation,
-      risk: result.risk,
-      decision: result.decision,
-      latency_ms: 0,
-      trust_chain: null,
-      governance_disclosure: result.governance_disclosure,
-      confidence_rationale: result.confidence_rationale,
-    };
+    const response: ValidateResponse = scoredResponse(result, envelopeId);
     await this.persist('validate', input, result, envelopeId, timestamp, null, req, response, started);
     return response;
   }
 
   async preCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
-    const started = performance.now();
-    const input = fromPreCheck(req);
-    const { result, envelopeId, timestamp } = this.decide(input);
-    const response: PreCheckResponse = {
-      envelope_id: envelopeId,
-      validation: result.validation,
-      risk: result.risk,
-      decision: result.decision,
-      latency_ms: 0,
-      governance_disclosure: result.governance_disclosure,
-    };
-    await this.persist('pre_check', input, result, envelopeId, timestamp, null, req, response, started);
-    return response;
+    const decided = this.preCheckDecided(req);
+    await decided.record();
+    return decided.response;
   }
 
   postCheck(req: PostCheckRequest): Promise<PostCheckResponse> {
@@ -124,7 +119,6 @@ export class Governor {
   }
 
   private async runPostCheck(req: PostCheckRequest): Promise<PostCheckResponse> {
-    const started = performance.now();
     const preId = req.pre_check_envelope_id;
     const pre = await this.d.ledger.get(preId);
     if (pre === null || pre.phase !== 'pre_check') throw new AppError('not_found', `no pre-check with envelope id ${preId}`);
@@ -137,25 +131,9 @@ export class Governor {
     }
     const prePayload = pre.payload as StoredPayload | null;
     if (prePayload === null) throw new AppError('conflict', `the payload of pre-check ${preId} has been erased`);
-    const input = fromPostCheck(prePayload.request as PreCheckRequest, req, preId);
-    let { result, envelopeId, timestamp } = this.decide(input);
-    if (pre.decision === 'block' && result.decision.outcome !== 'block') {
-      // A call whose pre-check was blocked must never be released, whatever its output scores.
-      result = { ...result, decision: { ...result.decision, outcome: 'block', reason: `pre-check ${preId} was blocked; ${result.decision.reason}`, review_deadline: null } };
-    }
-    const response: PostCheckResponse = {
-      envelope_id: envelopeId,
-      validation: result.validation,
-      risk: result.risk,
-      decision: result.decision,
-      latency_ms: 0,
-      trust_chain: null,
-      governance_disclosure: result.governance_disclosure,
-      confidence_rationale: result.confidence_rationale,
-      pre_check_envelope_id: preId,
-    };
-    await this.persist('post_check', input, result, envelopeId, timestamp, preId, req, response, started);
-    return response;
+    const deferred = this.postCheckDeferred({ request: prePayload.request as PreCheckRequest, envelopeId: preId, outcome: pre.decision }, req);
+    await deferred.committed;
+    return deferred.response;
   }
 
   /**
@@ -169,14 +147,7 @@ export class Governor {
     const started = performance.now();
     const input = fromPreCheck(req);
     const { result, envelopeId, timestamp } = this.decide(input);
-    const response: PreCheckResponse = {
-      envelope_id: envelopeId,
-      validation: result.validation,
-      risk: result.risk,
-      decision: result.decision,
-      latency_ms: 0,
-      governance_disclosure: result.governance_disclosure,
-    };
+    const { trust_chain: _t, confidence_rationale: _c, ...response }: ValidateResponse = scoredResponse(result, envelopeId);
     let committed: Promise<void> | null = null;
     return {
       response,
@@ -194,19 +165,10 @@ export class Governor {
     const input = fromPostCheck(pre.request, req, pre.envelopeId);
     let { result, envelopeId, timestamp } = this.decide(input);
     if (pre.outcome === 'block' && result.decision.outcome !== 'block') {
+      // A call whose pre-check was blocked must never be released, whatever its output scores.
       result = { ...result, decision: { ...result.decision, outcome: 'block', reason: `pre-check ${pre.envelopeId} was blocked; ${result.decision.reason}`, review_deadline: null } };
     }
-    const response: PostCheckResponse = {
-      envelope_id: envelopeId,
-      validation: result.validation,
-      risk: result.risk,
-      decision: result.decision,
-      latency_ms: 0,
-      trust_chain: null,
-      governance_disclosure: result.governance_disclosure,
-      confidence_rationale: result.confidence_rationale,
-      pre_check_envelope_id: pre.envelopeId,
-    };
+    const response: PostCheckResponse = { ...scoredResponse(result, envelopeId), pre_check_envelope_id: pre.envelopeId };
     const committed = this.persist('post_check', input, result, envelopeId, timestamp, pre.envelopeId, req, response, started);
     return { response, committed };
   }
@@ -239,17 +201,7 @@ export class Governor {
       input = fromPostCheck(prePayload.request as PreCheckRequest, payload.request as PostCheckRequest, row.parent_envelope_id!);
     }
     const decided = this.decide(input);
-    const response: DecisionRerunResponse = {
-      envelope_id: decided.envelopeId,
-      validation: decided.result.validation,
-      risk: decided.result.risk,
-      decision: decided.result.decision,
-      latency_ms: 0,
-      trust_chain: null,
-      governance_disclosure: decided.result.governance_disclosure,
-      confidence_rationale: decided.result.confidence_rationale,
-      original_envelope_id: row.envelope_id,
-    };
+    const response: DecisionRerunResponse = { ...scoredResponse(decided.result, decided.envelopeId), original_envelope_id: row.envelope_id };
     await this.persist('decision', input, decided.result, decided.envelopeId, decided.timestamp, row.envelope_id, { rerun_of: row.envelope_id }, response, started);
     return response;
   }

@@ -8,6 +8,7 @@ import { loadPolicyDir } from '../../src/policy/loader.js';
 import { loadManifestDir } from '../../src/policy/manifest-files.js';
 import type { GoldenSet } from '../../src/policy/golden.js';
 import type { PolicySet } from '../../src/policy/policy-set.js';
+import { WORKED_EXAMPLE } from '../helpers/worked-example.js';
 
 export const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
 
@@ -46,25 +47,9 @@ export async function shippedContext(overrides: Partial<EngineContext> = {}, age
   };
 }
 
-/** The README's worked example, exactly as written there. */
+/** The README's worked example, exactly as written there (test/fixtures/worked-example.json). */
 export function workedExample(): ValidateRequest {
-  return {
-    agent_id: 'support-bot',
-    framework: 'REST',
-    version: '1.0',
-    sdk_version: '1.0.0',
-    request: { user: 'u-42', input: 'What is the status of order 1234?', session_id: null, metadata: {} },
-    execution: {
-      model: 'gpt-4o-mini',
-      tools_called: [{ name: 'lookup_order', args: { order_id: '1234' } }],
-      tool_results: [{ name: 'lookup_order', output: { order_id: '1234', status: 'shipped' } }],
-      latency_ms: 420,
-      tokens: 180,
-      prompt_tokens: 120,
-      completion_tokens: 60,
-    },
-    output: { answer: 'Order 1234 has shipped.', sources: ['lookup_order'] },
-  };
+  return structuredClone(WORKED_EXAMPLE) as ValidateRequest;
 }
 
 /** The worked example with its output replaced (or merged). */

@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { loadSettings, type Mode } from '../../src/config/settings.js';
 import { compose, type Composed } from '../../src/server/compose.js';
+import { WORKED_EXAMPLE } from './worked-example.js';
 
 export interface TestGateway {
   url: string;
@@ -105,26 +106,9 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   };
 }
 
-/** The README's worked example. */
+/** The README's worked example (test/fixtures/worked-example.json, shared with the benchmarks). */
 export function workedExample(overrides: Record<string, unknown> = {}): Record<string, any> {
-  return {
-    agent_id: 'support-bot',
-    framework: 'REST',
-    version: '1.0',
-    sdk_version: '1.0.0',
-    request: { user: 'u-42', input: 'What is the status of order 1234?', session_id: null, metadata: {} },
-    execution: {
-      model: 'gpt-4o-mini',
-      tools_called: [{ name: 'lookup_order', args: { order_id: '1234' } }],
-      tool_results: [{ name: 'lookup_order', output: { order_id: '1234', status: 'shipped' } }],
-      latency_ms: 420,
-      tokens: 180,
-      prompt_tokens: 120,
-      completion_tokens: 60,
-    },
-    output: { answer: 'Order 1234 has shipped.', sources: ['lookup_order'] },
-    ...overrides,
-  };
+  return { ...structuredClone(WORKED_EXAMPLE), ...overrides };
 }
 
 export function preCheckExample(overrides: Record<string, unknown> = {}): Record<string, any> {
