@@ -33,13 +33,10 @@ function isSkipped(v: unknown): boolean {
 export class CanonicalWriter {
   buf: Buffer = Buffer.allocUnsafe(64 * 1024);
   pos = 0;
-  private depth = 0;
-  private readonly keyScratch: string[][] = [];
 
   /** Canonical bytes of `value`, valid until the next call (a view into the reused buffer). */
   write(value: unknown): Buffer {
     this.pos = 0;
-    this.depth = 0;
     this.value(value, true);
     return this.buf.subarray(0, this.pos);
   }
@@ -138,18 +135,11 @@ export class CanonicalWriter {
           return;
         }
         const obj = v as Record<string, unknown>;
-        // Keys go into a per-depth scratch array (recursion only uses deeper ones), sparing an
-        // Object.keys array per object on the append path.
-        const depth = this.depth++;
-        let keys = this.keyScratch[depth];
-        if (keys === undefined) keys = this.keyScratch[depth] = [];
-        let n = 0;
-        for (const k in obj) if (hasOwn.call(obj, k)) keys[n++] = k;
-        sortKeys(keys, n);
+        const keys = sortKeys(Object.keys(obj));
         this.ensure(1);
         this.buf[this.pos++] = 0x7b;
         let first = true;
-        for (let i = 0; i < n; i++) {
+        for (let i = 0; i < keys.length; i++) {
           const k = keys[i];
           const item = obj[k];
           if (isSkipped(item)) continue;
@@ -163,7 +153,6 @@ export class CanonicalWriter {
           this.buf[this.pos++] = 0x3a;
           this.value(item, false);
         }
-        this.depth--;
         this.ensure(1);
         this.buf[this.pos++] = 0x7d;
         return;
@@ -183,13 +172,9 @@ export class CanonicalWriter {
  * a plain insertion sort is 3x faster there than the generic sort (measured 0.24 against 0.78 µs per
  * 1 KB payload).
  */
-function sortKeys(keys: string[], n: number): void {
-  if (n > 24) {
-    const sorted = keys.slice(0, n).sort();
-    for (let i = 0; i < n; i++) keys[i] = sorted[i];
-    return;
-  }
-  for (let i = 1; i < n; i++) {
+function sortKeys(keys: string[]): string[] {
+  if (keys.length > 24) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
     const k = keys[i];
     let j = i - 1;
     while (j >= 0 && keys[j] > k) {
@@ -198,9 +183,9 @@ function sortKeys(keys: string[], n: number): void {
     }
     keys[j + 1] = k;
   }
+  return keys;
 }
 
-const hasOwn = Object.prototype.hasOwnProperty;
 const sharedWriter = new CanonicalWriter();
 
 /** RFC 8785 canonical JSON text. */

@@ -41,8 +41,11 @@ export function isSeqKey(key: unknown): key is number {
   return typeof key === 'number' && Number.isSafeInteger(key) && key > 0;
 }
 
-/** verify() yields to the event loop this often so a long walk on the main thread does not stall requests. */
-const YIELD_ROWS = 32768;
+/**
+ * verify() yields to the event loop this often (~15 ms of hashing) so that a long walk on the main
+ * thread delays other requests by at most that much.
+ */
+export const VERIFY_YIELD_ROWS = 4096;
 
 export interface SegmentPlan {
   startSeq: number;
@@ -76,7 +79,7 @@ export async function walkSegment(
   try {
     for (const { key, value } of range) {
       if (!walker.step(key, value)) break;
-      if (plan.yieldEvery && ++n % YIELD_ROWS === 0) await yieldToEventLoop();
+      if (plan.yieldEvery && ++n % VERIFY_YIELD_ROWS === 0) await yieldToEventLoop();
     }
   } catch {
     walker.step(Symbol('unreadable'), null);

@@ -168,3 +168,23 @@ t.test('a failed batch rejects its appends and every queued one, and rewinds the
   t.not(kept.hash, ledger.head().hash);
   t.equal((await ledger.verify()).first_invalid_seq, 3);
 });
+
+t.test('a long verify() yields to the event loop, in-thread and in parallel', async (t) => {
+  const dir = tempLedgerDir(t);
+  const writer = await openLmdbStorage(dir);
+  const rows = 12_000; // several 4,096-row stretches between yields
+  for (let i = 0; i < rows; i += 2000) {
+    await Promise.all(Array.from({ length: Math.min(2000, rows - i) }, () => writer.ledger.append(entry({ payload: { i } }))));
+  }
+  await writer.close();
+  for (const opts of [{ parallelVerifyMinRows: Infinity }, { parallelVerifyMinRows: 1, parallelVerifyFallback: false }]) {
+    const storage = await openLmdbStorage(dir, opts);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    const v = await storage.ledger.verify();
+    clearInterval(timer);
+    t.same([v.valid, v.rows_checked], [true, rows]);
+    t.ok(ticks > 0, `timers ran during the walk (${JSON.stringify(opts)})`);
+    await storage.close();
+  }
+});

@@ -16,11 +16,12 @@ async function ledgerWithRows(t: Test, key?: Buffer): Promise<string> {
   return dir;
 }
 
-// Every case runs twice: the in-thread walk, and the walk split across worker threads and stitched.
+// Every case runs twice: the in-thread walk, and the walk split into one-row chunks shared with a
+// worker thread and stitched.
 let parallelVerifyMinRows = Infinity;
 
 async function verifyAt(dir: string, key?: Buffer) {
-  const storage = await openLmdbStorage(dir, { encryptionKey: key, parallelVerifyMinRows, parallelVerifyFallback: false });
+  const storage = await openLmdbStorage(dir, { encryptionKey: key, parallelVerifyMinRows, parallelVerifyFallback: false, verifyChunkRows: 1 });
   try {
     return await storage.ledger.verify();
   } finally {
@@ -80,7 +81,7 @@ for (const mode of ['in-thread', 'parallel'] as const) {
       const dir = await ledgerWithRows(t);
       await withRawRows(dir, (rows) => rows.remove(ROWS));
       t.equal((await verifyAt(dir)).first_invalid_seq, ROWS);
-      const storage = await openLmdbStorage(dir, { parallelVerifyMinRows, parallelVerifyFallback: false });
+      const storage = await openLmdbStorage(dir, { parallelVerifyMinRows, parallelVerifyFallback: false, verifyChunkRows: 1 });
       t.equal(storage.ledger.head().seq, ROWS - 1, 'the chain continues from the last stored row');
       await storage.ledger.append(entry());
       t.same((await storage.ledger.verify()).first_invalid_seq, ROWS, 'the cut is remembered');
@@ -126,7 +127,7 @@ for (const mode of ['in-thread', 'parallel'] as const) {
         value.write(forged, layout.payloadStart, 'utf8');
         await rows.put(2, value);
       });
-      const storage = await openLmdbStorage(dir, { parallelVerifyMinRows, parallelVerifyFallback: false });
+      const storage = await openLmdbStorage(dir, { parallelVerifyMinRows, parallelVerifyFallback: false, verifyChunkRows: 1 });
       t.teardown(() => storage.close());
       t.equal((await storage.ledger.verify()).first_invalid_seq, 2);
       const e = (await storage.ledger.list({ limit: 1, cursor: '3' })).items[0];
