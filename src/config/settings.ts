@@ -33,6 +33,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'RATE_LIMIT_ENABLED', modes: ['embedded', 'gateway', 'sidecar'], default: 'true unless GOV_ENV is development/dev/test', help: 'sliding-window rate limits' },
   { name: 'GOV_RATE_LIMIT_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests/rate-limits.yaml', help: 'rate-limit overrides (default, window_seconds, agent_overrides)' },
   { name: 'GOV_MIN_SDK_VERSION', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'requests with a lower sdk_version get 426' },
+  { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'fsync', help: 'fsync: answer once the row is on disk (survives power loss); commit: once committed to the OS (survives a process crash, faster)' },
   { name: 'GOV_AUDIT_ENCRYPTION_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: '32-byte key (64 hex chars or base64): payloads stored AES-256-GCM encrypted' },
   { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'policies', help: 'directory of YAML policy packs' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
@@ -101,6 +102,7 @@ export interface Settings {
   rateLimitFile: string;
   minSdkVersion: string | null;
   auditEncryptionKey: string | null;
+  ledgerDurability: 'fsync' | 'commit';
   policyDir: string;
   manifestDir: string;
   reviewSlaMinutes: number;
@@ -166,6 +168,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     rateLimitFile: get('GOV_RATE_LIMIT_FILE') ?? shipped(cwd, 'manifests/rate-limits.yaml'),
     minSdkVersion: get('GOV_MIN_SDK_VERSION') ?? null,
     auditEncryptionKey: get('GOV_AUDIT_ENCRYPTION_KEY') ?? null,
+    ledgerDurability: parse('GOV_LEDGER_DURABILITY', z.enum(['fsync', 'commit']), get('GOV_LEDGER_DURABILITY') ?? 'fsync'),
     policyDir: get('GOV_POLICY_DIR') ?? shipped(cwd, 'policies'),
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),

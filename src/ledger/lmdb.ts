@@ -9,7 +9,7 @@ import { stitchSegments, type SegmentInfo } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
-import type { AgentStats, AppendEntry, KvStore, Ledger, ListPage, Storage, StorageOptions } from './port.js';
+import type { AgentStats, AppendEntry, KvStore, Ledger, LedgerDurability, ListPage, Storage, StorageOptions } from './port.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { HASH_BYTES, readRowLayout } from './row-format.js';
 import { isSeqKey, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
@@ -100,6 +100,7 @@ class LmdbLedger implements Ledger {
     private readonly parallelVerifyMinRows: number,
     private readonly parallelVerifyFallback: boolean,
     private readonly verifyChunkRows: number,
+    private readonly durability: LedgerDurability,
   ) {
     this.builder = new RowBuilder(head, payloadKey);
     this.committedHead = head;
@@ -213,7 +214,7 @@ class LmdbLedger implements Ledger {
     }
     // With overlappingSync (lmdb-js default on Linux and macOS) a commit is visible before it is on
     // disk; `flushed`, read now, is the promise for this batch's transaction reaching the disk.
-    const flushed = new Promise<unknown>((res) => this.env.flushed.then(res, res));
+    const flushed = this.durability === 'fsync' ? new Promise<unknown>((res) => this.env.flushed.then(res, res)) : null;
     written.then(
       (stored) => {
         if (!stored) {
@@ -224,7 +225,8 @@ class LmdbLedger implements Ledger {
         this.committedHead = head;
         this.writing = false;
         if (this.queue.length > 0) this.flush();
-        flushed.then(() => this.acknowledge(batch));
+        if (flushed === null) this.acknowledge(batch);
+        else void flushed.then(() => this.acknowledge(batch));
       },
       (err: unknown) => this.failBatch(batch, err),
     );
@@ -613,7 +615,7 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
     const ledger = new LmdbLedger(
       env, rows, rowsRaw, envelopes, postChecks, agentStats, meta, payloadKey, head, breakAtSeq, path,
       opts.parallelVerifyMinRows ?? DEFAULT_PARALLEL_VERIFY_MIN_ROWS, opts.parallelVerifyFallback ?? true,
-      Math.max(1, opts.verifyChunkRows ?? DEFAULT_VERIFY_CHUNK_ROWS),
+      Math.max(1, opts.verifyChunkRows ?? DEFAULT_VERIFY_CHUNK_ROWS), opts.durability ?? 'fsync',
     );
     const kvStore = new LmdbKv(env, kv);
     let closing: Promise<void> | null = null;

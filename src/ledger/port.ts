@@ -53,7 +53,16 @@ export interface Storage {
   close(): Promise<void>;
 }
 
+/**
+ * When append() may resolve. `fsync` (default): once the row's transaction is on disk, so an acknowledged
+ * envelope survives power loss. `commit`: once the transaction is committed to the operating system, which
+ * survives any crash of the process (SIGKILL included) but may lose the last few milliseconds of
+ * acknowledged rows to a kernel crash or power loss; the chain stays valid either way. docs/ledger.md.
+ */
+export type LedgerDurability = 'fsync' | 'commit';
+
 export interface StorageOptions {
   /** 32-byte key; when set payloads are stored AES-256-GCM encrypted. */
   encryptionKey?: Buffer;
+  durability?: LedgerDurability;
 }

@@ -58,7 +58,7 @@ async function openStorage(settings: Settings): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
   if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey });
   mkdirSync(settings.dbPath, { recursive: true });
-  return openLmdbStorage(settings.dbPath, { encryptionKey });
+  return openLmdbStorage(settings.dbPath, { encryptionKey, durability: settings.ledgerDurability });
 }
 
 async function loadRules(settings: Settings): Promise<RuleSet> {
