@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import semver from 'semver';
 import {
@@ -38,37 +39,33 @@ function forTier<T extends { validation?: unknown; risk?: unknown; confidence_ra
 export const runtimeRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app) => {
   const { governor, settings } = deps;
 
+  /** The steps every governed call shares around its governor method: version gate, log fields, tier view. */
+  const governed = async <R extends { decision: { outcome: string }; validation?: unknown; risk?: unknown; confidence_rationale?: string }>(
+    req: FastifyRequest,
+    body: { sdk_version?: string; agent_id?: string },
+    run: () => Promise<R>,
+  ): Promise<R> => {
+    if (body.agent_id !== undefined) req.govAgentId = body.agent_id;
+    assertSdkVersion(body.sdk_version, settings.minSdkVersion);
+    const res = await run();
+    req.govOutcome = res.decision.outcome;
+    return forTier(res, req.principal);
+  };
+
   app.post('/v1/runtime/validate', {
     config: { capability: 'runtime.govern', rateLimit: 'agent' },
     schema: { tags: ['runtime'], summary: 'Single-shot validation of an agent execution', body: ValidateRequest, response: { 200: ValidateResponse } },
-  }, async (req) => {
-    req.govAgentId = req.body.agent_id;
-    assertSdkVersion(req.body.sdk_version, settings.minSdkVersion);
-    const res = await governor.validate(req.body);
-    req.govOutcome = res.decision.outcome;
-    return forTier(res, req.principal);
-  });
+  }, async (req) => governed(req, req.body, () => governor.validate(req.body)));
 
   app.post('/v1/runtime/pre-check', {
     config: { capability: 'runtime.govern' },
     schema: { tags: ['runtime'], summary: 'Gate a proposed action before execution', body: PreCheckRequest, response: { 200: PreCheckResponse } },
-  }, async (req) => {
-    req.govAgentId = req.body.agent_id;
-    assertSdkVersion(req.body.sdk_version, settings.minSdkVersion);
-    const res = await governor.preCheck(req.body);
-    req.govOutcome = res.decision.outcome;
-    return forTier(res, req.principal);
-  });
+  }, async (req) => governed(req, req.body, () => governor.preCheck(req.body)));
 
   app.post('/v1/runtime/post-check', {
     config: { capability: 'runtime.govern' },
     schema: { tags: ['runtime'], summary: 'Score the real output of a pre-checked call', body: PostCheckRequest, response: { 200: PostCheckResponse } },
-  }, async (req) => {
-    assertSdkVersion(req.body.sdk_version, settings.minSdkVersion);
-    const res = await governor.postCheck(req.body);
-    req.govOutcome = res.decision.outcome;
-    return forTier(res, req.principal);
-  });
+  }, async (req) => governed(req, req.body, () => governor.postCheck(req.body)));
 
   app.get('/v1/runtime/kill-switch', {
     config: { capability: 'kill_switch.read' },
@@ -89,8 +86,6 @@ export const runtimeRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (ap
     schema: { tags: ['runtime'], summary: 'Re-run the decision on a stored envelope', params: z.object({ envelope_id: z.string().max(100) }), response: { 200: DecisionRerunResponse } },
   }, async (req) => {
     if (!EnvelopeParams.safeParse(req.params).success) throw new AppError('not_found', `no envelope with id ${req.params.envelope_id}`);
-    const res = await governor.rerun(req.params.envelope_id);
-    req.govOutcome = res.decision.outcome;
-    return forTier(res, req.principal);
+    return governed(req, {}, () => governor.rerun(req.params.envelope_id));
   });
 };
