@@ -1,8 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
+import { captureLogger } from './log-capture.js';
 import { loadSettings, type Mode } from '../../src/config/settings.js';
 import { compose, type Composed } from '../../src/server/compose.js';
 import { WORKED_EXAMPLE } from './worked-example.js';
@@ -54,14 +53,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   const dbKey = mode === 'embedded' ? 'GOV_EMBED_DB' : 'GOV_DB_PATH';
   const env: Record<string, string> = { GOV_ENV: 'test', GOV_LOG_LEVEL: 'info', [dbKey]: join(dir, 'ledger'), ...opts.env };
   const settings = loadSettings(mode, env, process.cwd());
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      logs.push(String(chunk));
-      cb();
-    },
-  });
-  const logger = pino({ level: settings.logLevel }, sink);
+  const { logger, logs } = captureLogger(settings.logLevel);
   const composed = await compose(settings, { clock: opts.clock, logger });
   await composed.app.listen({ port: 0, host: '127.0.0.1' });
   const addr = composed.app.server.address();

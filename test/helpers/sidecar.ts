@@ -1,8 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
+import { captureLogger } from './log-capture.js';
 import { loadSettings } from '../../src/config/settings.js';
 import { composeSidecar, type Sidecar } from '../../src/proxy/sidecar.js';
 
@@ -38,14 +37,7 @@ export async function startSidecar(o: SidecarStart = {}): Promise<TestSidecar> {
     ...o.env,
   };
   const settings = loadSettings('sidecar', env, process.cwd());
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      logs.push(String(chunk));
-      cb();
-    },
-  });
-  const logger = pino({ level: settings.logLevel }, sink);
+  const { logger, logs } = captureLogger(settings.logLevel);
   const sidecar = await composeSidecar(settings, { logger });
   const { proxyUrl, apiUrl } = await sidecar.listen({ proxyPort: 0, apiPort: 0 });
   const token = sidecar.composed.token!;
