@@ -11,6 +11,11 @@ t.test('metrics, logs, review queue, docs', async (t) => {
     headers: { 'x-agent-id': 'support-bot' },
   });
   t.equal(ssn.body.decision.outcome, 'escalate', 'an SSN escalates');
+  const ungrounded = await gw.request('POST', '/v1/runtime/validate', {
+    body: workedExample({ output: { answer: 'Order 1234 has shipped. It left warehouse 7731 on day 19 and costs 88.20 with 3 parcels, tracking 55501234.', sources: ['lookup_order'] } }),
+    headers: { 'x-agent-id': 'support-bot' },
+  });
+  t.equal(ungrounded.body.decision.outcome, 'request_evidence', 'figures no tool result backs ask for evidence');
   t.match(ssn.body.decision.review_deadline, /^\d{4}-/);
   await gw.request('GET', `/v1/audit/executions/${ok.body.envelope_id}`);
 
@@ -22,6 +27,10 @@ t.test('metrics, logs, review queue, docs', async (t) => {
     t.same(Object.keys(item).sort(), ['agent_id', 'created_at', 'envelope_id', 'outcome', 'reason', 'review_deadline', 'status']);
     t.equal(item.outcome, 'escalate');
     t.equal(item.status, 'open');
+    t.equal(item.review_deadline, ssn.body.decision.review_deadline);
+    const evidence = (await eventually(() => gw.request('GET', '/v1/review/queue'), (r) => r.body.items.some((i: { envelope_id: string }) => i.envelope_id === ungrounded.body.envelope_id))).body.items
+      .find((i: { envelope_id: string }) => i.envelope_id === ungrounded.body.envelope_id);
+    t.equal(evidence?.outcome, 'request_evidence', 'request_evidence is queued too');
     t.notOk(q.body.items.some((i: { envelope_id: string }) => i.envelope_id === ok.body.envelope_id), 'approved calls are not queued');
   });
 
@@ -31,8 +40,9 @@ t.test('metrics, logs, review queue, docs', async (t) => {
     t.match(res.headers.get('content-type'), /text\/plain/);
     t.match(res.text, /gov_validations_total\{decision="approve",agent_id="support-bot"\} 1/);
     t.match(res.text, /gov_validations_total\{decision="escalate",agent_id="support-bot"\} 1/);
+    t.match(res.text, /gov_validations_total\{decision="request_evidence",agent_id="support-bot"\} 1/);
     t.match(res.text, /gov_validation_latency_ms_bucket/);
-    t.match(res.text, /gov_gateway_requests_total\{path="\/v1\/runtime\/validate",status="200",agent_id="support-bot"\} 2/);
+    t.match(res.text, /gov_gateway_requests_total\{path="\/v1\/runtime\/validate",status="200",agent_id="support-bot"\} 3/);
     t.match(res.text, /gov_gateway_request_latency_ms_bucket\{le="[^"]+",path="\/v1\/audit\/executions\/:id"/);
     t.notMatch(res.text, new RegExp(ok.body.envelope_id), 'raw ids never become labels');
   });

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import type { ErrorCode } from '../../contracts/errors.js';
 import { AppError } from '../app-error.js';
+import { LedgerConflictError, LedgerUnavailableError } from '../../ledger/errors.js';
 
 /** Fastify's own client-error codes, mapped into our catalogue. */
 const FASTIFY_CODES: Record<string, ErrorCode> = {
@@ -32,6 +33,12 @@ export const errorsPlugin = fp(async (app: FastifyInstance) => {
       const issues = err.validation.map((v) => ({ path: `${where}${v.instancePath.replace(/\//g, '.').replace(/\.$/, '')}`, message: v.message }));
       return reply.code(422).send(body('validation_failed', `request ${where} failed validation: ${issues.map((i) => i.path).join(', ')}`, { issues }));
     }
+    // The ledger cannot take rows (closed, disk full, another writer): the caller may retry elsewhere.
+    if (err instanceof LedgerUnavailableError) {
+      req.log.error({ err: { message: err.message, code: err.code } }, 'ledger unavailable');
+      return reply.code(503).header('retry-after', '1').send(body('unavailable', 'the audit ledger is unavailable; nothing was recorded, retry later', { request_id: req.id }));
+    }
+    if (err instanceof LedgerConflictError) return reply.code(409).send(body('conflict', err.message));
     const mapped = err.code ? FASTIFY_CODES[err.code] : undefined;
     if (mapped) return reply.code(err.statusCode ?? 400).send(body(mapped, err.message));
     if (err instanceof SyntaxError || (err.statusCode === 400 && err.message?.includes('JSON'))) {
