@@ -14,7 +14,13 @@ export const LMDB_DB_NAMES = {
 } as const;
 
 /** Environment options; every opener of a ledger (adapter, verify worker, tools) uses the same. */
-export const LMDB_ENV_OPTIONS = { maxDbs: 12 } as const;
+/**
+ * separateFlushed: a write promise resolves at commit and carries its own `flushed` promise for the disk
+ * sync, so the ledger acknowledges exactly the batch the disk confirmed (fsync mode) rather than reading the
+ * environment's latest flush. Every opener in the process, the verify worker included, passes the same
+ * options because lmdb-js shares one environment per path.
+ */
+export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true } as const;
 
 /** The record committed with every batch: the seq and hash of the last row. */
 export interface MetaHead {

@@ -212,9 +212,8 @@ class LmdbLedger implements Ledger {
       this.failBatch(batch, err);
       return;
     }
-    // With overlappingSync (lmdb-js default on Linux and macOS) a commit is visible before it is on
-    // disk; `flushed`, read now, is the promise for this batch's transaction reaching the disk.
-    const flushed = this.durability === 'fsync' ? new Promise<unknown>((res) => this.env.flushed.then(res, res)) : null;
+    // With separateFlushed, `written` resolves at commit and its `flushed` once the transaction is on disk.
+    const flushed = this.durability === 'fsync' ? ((written as Promise<boolean> & { flushed?: Promise<unknown> }).flushed ?? written) : null;
     written.then(
       (stored) => {
         if (!stored) {
@@ -226,7 +225,9 @@ class LmdbLedger implements Ledger {
         this.writing = false;
         if (this.queue.length > 0) this.flush();
         if (flushed === null) this.acknowledge(batch);
-        else void flushed.then(() => this.acknowledge(batch));
+        // A failed disk sync leaves the rows committed (the chain goes on) but not durable: refuse to
+        // acknowledge them rather than claim what the disk did not confirm.
+        else flushed.then(() => this.acknowledge(batch), (err: unknown) => this.refuseUnflushed(batch, err));
       },
       (err: unknown) => this.failBatch(batch, err),
     );
@@ -291,6 +292,17 @@ class LmdbLedger implements Ledger {
     this.stats.clear();
     this.builder.reset(this.committedHead);
     this.writing = false;
+    this.notifyIfIdle();
+  }
+
+  private refuseUnflushed(batch: PendingRow[], cause: unknown): void {
+    const error = new LedgerUnavailableError('ledger rows were committed but the disk sync failed', { cause });
+    for (const p of batch) {
+      if (this.inFlight.get(p.envelopeId) === p) this.inFlight.delete(p.envelopeId);
+      if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === p.envelopeId) this.inFlightPostChecks.delete(p.postCheckParent);
+      p.reject(error);
+      if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
+    }
     this.notifyIfIdle();
   }
 
@@ -573,7 +585,9 @@ function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: st
 export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {}): Promise<Storage> {
   const payloadKey = opts.encryptionKey;
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
-  const env = open({ path, ...LMDB_ENV_OPTIONS });
+  // commit: no disk sync per transaction (the OS writes the pages back on its own schedule): a process crash
+  // loses nothing committed, a kernel crash or power loss can (docs/ledger.md).
+  const env = open({ path, ...LMDB_ENV_OPTIONS, ...(opts.durability === 'commit' ? { noSync: true } : {}) });
   try {
     const rows = env.openDB<Buffer, number>(LMDB_DB_NAMES.rows, { encoding: 'binary' });
     const rowsRaw = openRawRows(env);

@@ -1,7 +1,6 @@
+import type {} from '@fastify/swagger'; // its FastifyInstance.swagger() typing; the module itself loads lazily below
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { Settings } from '../config/settings.js';
@@ -82,6 +81,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(authPlugin, { authenticator: deps.authenticator, entitlements: deps.entitlements });
 
   if (deps.settings.env !== 'production') {
+    // Loaded only here: production (and a sidecar in production) never pays their memory or start-up.
+    const [{ default: swagger }, { default: swaggerUi }] = await Promise.all([import('@fastify/swagger'), import('@fastify/swagger-ui')]);
     await app.register(swagger, {
       openapi: {
         openapi: '3.1.0',

@@ -188,3 +188,18 @@ t.test('a long verify() yields to the event loop, in-thread and in parallel', as
     await storage.close();
   }
 });
+
+for (const durability of ['fsync', 'commit'] as const) {
+  t.test(`durability ${durability}: rows reopen, and the parallel verify worker shares the environment`, async (t) => {
+    const dir = tempLedgerDir(t);
+    const first = await openLmdbStorage(dir, { durability, parallelVerifyMinRows: 1, parallelVerifyFallback: false, verifyChunkRows: 2 });
+    const appended = await Promise.all(Array.from({ length: 40 }, (_, i) => first.ledger.append(entry({ payload: { i } }))));
+    t.same(appended.map((r) => r.seq), Array.from({ length: 40 }, (_, i) => i + 1), 'every append resolved in call order');
+    t.same(await first.ledger.verify(), { valid: true, rows_checked: 40, first_invalid_seq: null, head_hash: appended[39].hash });
+    await first.close();
+    const second = await openLmdbStorage(dir, { durability });
+    t.teardown(() => second.close());
+    t.equal(second.ledger.head().seq, 40);
+    t.equal((await second.ledger.verify()).valid, true);
+  });
+}
