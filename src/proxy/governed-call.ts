@@ -13,7 +13,7 @@ import type { ProxyRoute } from './routes.js';
 import { SseParser, type SseEvent } from './sse.js';
 import { StreamGuard, type StreamAccount } from './stream-guard.js';
 import type { ToolCallLinks } from './tool-call-links.js';
-import { classifyUpstreamError, readAll, UpstreamFailure, type UpstreamPools, type UpstreamResponse } from './upstream.js';
+import { classifyUpstreamError, readAll, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
 
 /** What every proxied call shares: the governor, the upstream pools and the proxy's settings. */
 export interface ProxyCore {
@@ -43,7 +43,7 @@ export interface ProxyCall {
   /** The parsed proposal of a governed call (the listener parsed it to answer 400 early). */
   proposal: Proposal;
   /** Aborted when the caller goes away or the shutdown grace runs out; its reason says which. */
-  abort: AbortController;
+  abort: CallAbort;
 }
 
 export type AbortReason = 'client_closed' | 'shutdown';
@@ -249,7 +249,7 @@ function forward(core: ProxyCore, call: ProxyCall): Promise<UpstreamResponse> {
     call.upstreamPath,
     upstreamRequestHeaders(call.ctx.headers),
     call.body.length > 0 ? call.body : null,
-    call.abort.signal,
+    call.abort,
     call.route.timeoutMs,
   );
 }
@@ -266,7 +266,7 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
     up = await forward(core, call);
   } catch (e) {
     if (!(await pre.durable())) return ledgerDown(call, headers);
-    return upstreamError(core, call, classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal), headers);
+    return upstreamError(core, call, classifyUpstreamError(e, call.route.timeoutMs, call.abort), headers);
   }
   if (!(await pre.durable())) {
     up.body.destroy();
@@ -305,7 +305,7 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
 
 function upstreamError(core: ProxyCore, call: ProxyCall, f: UpstreamFailure, headers: OutgoingHttpHeaders): number {
   if (f.kind === 'aborted') {
-    const reason = call.abort.signal.reason as AbortReason | undefined;
+    const reason = call.abort.reason as AbortReason | undefined;
     if (reason === 'shutdown') {
       const err = errorInfo('shutting_down', 'the sidecar is shutting down; the call was cut at the end of its grace period');
       sendError(call.res, call.route.adapter, err, headers, call.proposal);
@@ -344,7 +344,7 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   try {
     up = await forward(core, call);
   } catch (e) {
-    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal), performance.now() - t0);
+    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }
   const contentType = String(up.headers['content-type'] ?? '');
   if (up.status < 300 && contentType.includes('text/event-stream') && call.route.adapter.openStream !== undefined) {
@@ -352,9 +352,9 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
   let raw: Buffer;
   try {
-    raw = await readAll(up.body, core.maxAnswerBytes, call.route.timeoutMs, call.abort.signal);
+    raw = await readAll(up.body, core.maxAnswerBytes, call.route.timeoutMs, call.abort);
   } catch (e) {
-    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal), performance.now() - t0);
+    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }
   const latency = performance.now() - t0;
   const answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
@@ -394,7 +394,7 @@ async function withhold(core: ProxyCore, call: ProxyCall, pre: PreChecked, inspe
 
 /** The upstream failed or timed out: the failure is the post-check's output, and the caller gets it in its format. */
 async function failedUpstream(core: ProxyCore, call: ProxyCall, pre: PreChecked, f: UpstreamFailure, latency: number): Promise<number> {
-  const abortReason = f.kind === 'aborted' ? ((call.abort.signal.reason as AbortReason | undefined) ?? 'client_closed') : undefined;
+  const abortReason = f.kind === 'aborted' ? ((call.abort.reason as AbortReason | undefined) ?? 'client_closed') : undefined;
   const output = { upstream_error: abortReason ?? f.kind, message: abortReason === undefined ? f.message : `call aborted: ${abortReason}` };
   const post = recordBoth(core, pre, postCheckRequest(pre.held, call, { output, toolsCalled: [] }, latency, { upstream_failure: output.upstream_error }));
   const headers = govHeaders(post.response.envelope_id, post.response.decision.outcome, 'post_check', pre.held.envelopeId);
@@ -442,7 +442,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
     }
     if (!cut) parser.end(onEvent);
   } catch (e) {
-    failure = classifyUpstreamError(e, call.route.timeoutMs, call.abort.signal);
+    failure = classifyUpstreamError(e, call.route.timeoutMs, call.abort);
   }
   if (cut) up.body.destroy();
   if (!cut && !guard.finish()) cut = true;
@@ -456,7 +456,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
     if (!releaseRest) guard.withholdRest();
   }
   const acc: StreamAccount = guard.account(!releaseRest);
-  const aborted = failure?.kind === 'aborted' ? ((call.abort.signal.reason as AbortReason | undefined) ?? 'client_closed') : null;
+  const aborted = failure?.kind === 'aborted' ? ((call.abort.reason as AbortReason | undefined) ?? 'client_closed') : null;
   const metadata: Record<string, unknown> = {
     stream: releaseRest
       ? { released_bytes: acc.releasedBytes + acc.withheldBytes, released_text_chars: acc.releasedTextChars + acc.withheldTextChars, withheld_bytes: 0, withheld_text_chars: 0, withheld_sha256: null, cut_by: null }

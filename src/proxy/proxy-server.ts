@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
 import { errorInfo, runCall, sendError, type ProxyCore } from './governed-call.js';
 import type { RouteTable } from './routes.js';
+import { CallAbort } from './upstream.js';
 
 export interface ProxyServerOptions {
   maxBodyBytes: number;
@@ -19,7 +20,7 @@ const AGENT_ID = /^[\w\-.]{1,200}$/;
  */
 export class ProxyServer {
   readonly server: Server;
-  private readonly inFlight = new Map<IncomingMessage, { done: Promise<void>; abort: AbortController }>();
+  private readonly inFlight = new Map<IncomingMessage, { done: Promise<void>; abort: CallAbort }>();
   private draining = false;
   private readonly fallback: { openai: ProtocolAdapter; anthropic: ProtocolAdapter };
 
@@ -120,7 +121,7 @@ export class ProxyServer {
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > this.opts.maxBodyBytes) return this.tooLarge(req, res, adapter);
 
-    const abort = new AbortController();
+    const abort = new CallAbort();
     const entry = { done: Promise.resolve(), abort };
     this.inFlight.set(req, entry);
     res.on('close', () => {

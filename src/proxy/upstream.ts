@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool, type Dispatcher } from 'undici';
 
@@ -32,9 +33,57 @@ export class UpstreamFailure extends Error {
   }
 }
 
+/**
+ * A call's abort switch: aborted when the caller goes away or the shutdown grace runs out, its reason says
+ * which. It stands in for an AbortController on the forward path because undici takes any signal with
+ * EventEmitter-style `on`/`once`/`removeListener` and `aborted`/`reason`: an AbortController plus the
+ * EventTarget listener undici adds and removes per request costs ~6 µs of main-thread CPU per call
+ * (a quarter of the undici round trip itself); this costs well under 1 µs. Listeners run synchronously
+ * inside abort(), as an AbortSignal's do.
+ */
+export class CallAbort {
+  aborted = false;
+  reason: unknown = undefined;
+  private listeners: (() => void)[] = [];
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    const ls = this.listeners;
+    this.listeners = [];
+    for (const l of ls) l();
+  }
+
+  on(_event: 'abort', listener: () => void): this {
+    if (!this.aborted) this.listeners.push(listener);
+    return this;
+  }
+
+  /** Every listener runs at most once: they are all dropped when the call is aborted. */
+  once(event: 'abort', listener: () => void): this {
+    return this.on(event, listener);
+  }
+
+  removeListener(_event: 'abort', listener: () => void): this {
+    const i = this.listeners.indexOf(listener);
+    if (i >= 0) this.listeners.splice(i, 1);
+    return this;
+  }
+
+  off(event: 'abort', listener: () => void): this {
+    return this.removeListener(event, listener);
+  }
+}
+
+/** What classifying a failure needs of the call's abort switch (a CallAbort or an AbortSignal). */
+export interface AbortState {
+  readonly aborted: boolean;
+}
+
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
-export function classifyUpstreamError(e: unknown, timeoutMs: number, signal?: AbortSignal): UpstreamFailure {
+export function classifyUpstreamError(e: unknown, timeoutMs: number, signal?: AbortState): UpstreamFailure {
   if (e instanceof UpstreamFailure) return e;
   // undici rejects with the abort reason itself, which may be any value (ours are strings).
   if (signal?.aborted) return new UpstreamFailure('aborted', 'upstream request aborted', { cause: e });
@@ -68,30 +117,39 @@ export class UpstreamPools {
     return p;
   }
 
-  /** `path` is the full upstream path and query (RouteMatch.upstreamPath). */
-  async request(
+  /**
+   * `path` is the full upstream path and query (RouteMatch.upstreamPath). The pool enforces its own
+   * timeouts; a route with a timeout of its own passes it with the request.
+   */
+  request(
     target: UpstreamTarget,
     method: string,
     path: string,
     headers: Record<string, string | string[]>,
     body: Buffer | null,
-    signal: AbortSignal,
+    signal: CallAbort | AbortSignal,
     timeoutMs = this.timeoutMs,
   ): Promise<UpstreamResponse> {
-    try {
-      const r = await this.pool(target.origin).request({
-        method: method as Dispatcher.HttpMethod,
-        path,
-        headers,
-        body: body !== null && body.length > 0 ? body : null,
-        signal,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      });
-      return { status: r.statusCode, headers: r.headers as IncomingHttpHeaders, body: r.body };
-    } catch (e) {
-      throw classifyUpstreamError(e, timeoutMs, signal);
+    const opts: Dispatcher.RequestOptions = {
+      method: method as Dispatcher.HttpMethod,
+      path,
+      headers,
+      body: body !== null && body.length > 0 ? body : null,
+      // A CallAbort is EventEmitter-shaped, which is all undici uses of an EventEmitter signal.
+      signal: signal as AbortSignal | EventEmitter,
+    };
+    if (timeoutMs !== this.timeoutMs) {
+      opts.headersTimeout = timeoutMs;
+      opts.bodyTimeout = timeoutMs;
     }
+    return this.pool(target.origin)
+      .request(opts)
+      .then(
+        (r) => ({ status: r.statusCode, headers: r.headers as IncomingHttpHeaders, body: r.body }),
+        (e: unknown) => {
+          throw classifyUpstreamError(e, timeoutMs, signal);
+        },
+      );
   }
 
   async close(): Promise<void> {
@@ -100,22 +158,38 @@ export class UpstreamPools {
   }
 }
 
-/** Reads a whole upstream body, bounded: an answer larger than the bound is a failure, not a memory spike. */
-export async function readAll(body: UpstreamResponse['body'], limit: number, timeoutMs: number, signal?: AbortSignal): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const c of body) {
-      const b = c as Buffer;
+/**
+ * Reads a whole upstream body, bounded: an answer larger than the bound is a failure, not a memory spike.
+ * Event listeners rather than `for await`: the async iterator costs a promise per chunk and a few µs per
+ * call. The pool's bodyTimeout and an abort both surface as the body's 'error'.
+ */
+export function readAll(body: UpstreamResponse['body'], limit: number, timeoutMs: number, signal?: AbortState): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const fail = (e: unknown) => {
+      if (settled) return;
+      settled = true;
+      reject(classifyUpstreamError(e, timeoutMs, signal));
+    };
+    body.on('data', (b: Buffer) => {
+      if (settled) return;
       size += b.length;
       if (size > limit) {
+        fail(new UpstreamFailure('unreachable', `upstream answer is larger than ${limit} bytes`));
         body.destroy();
-        throw new UpstreamFailure('unreachable', `upstream answer is larger than ${limit} bytes`);
+        return;
       }
       chunks.push(b);
-    }
-  } catch (e) {
-    throw classifyUpstreamError(e, timeoutMs, signal);
-  }
-  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+    });
+    body.once('end', () => {
+      if (settled) return;
+      settled = true;
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+    });
+    body.once('error', fail);
+    // Destroyed without an error (and without its end): what `for await` reports as a premature close.
+    body.once('close', () => fail(Object.assign(new Error('premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })));
+  });
 }
