@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { workedExample } from '../helpers/gateway.js';
 import { freePort, httpJson, startGovProcess, type GovProcess } from '../helpers/gov-process.js';
+import { prng } from '../helpers/prng.js';
 
 const ROUNDS = 3;
 const CLIENTS = 24;
@@ -15,16 +16,6 @@ const MAX_REQUESTS_PER_ROUND = 5000;
 const MAX_LOAD_MS_PER_ROUND = 8000;
 const SEED = Number(process.env.GOV_CRASH_SEED ?? Date.now() % 1_000_000);
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rand = prng(SEED);
 
 const getJson = (url: string) => httpJson(url);

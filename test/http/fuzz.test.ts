@@ -4,23 +4,12 @@
 // gateway must still answer its health route and verify its chain afterwards.
 import t from 'tap';
 import { preCheckExample, startGateway, workedExample } from '../helpers/gateway.js';
+import { prng } from '../helpers/prng.js';
 
 const SEED = Number(process.env.GOV_FUZZ_SEED ?? 0x5eed2);
 const MIN_CASES = 1000;
 const CONCURRENCY = 8;
 const REQUEST_TIMEOUT_MS = 30_000;
-
-/** mulberry32: small, fast and good enough to drive a fuzzer deterministically. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const rand = prng(SEED);
 const rint = (lo: number, hi: number): number => lo + Math.floor(rand() * (hi - lo + 1));
