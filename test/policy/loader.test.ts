@@ -1,7 +1,7 @@
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { compileGoldenSet, emptyGoldenSet, loadGoldenFile } from '../../src/policy/golden.js';
 import { loadPolicyDir } from '../../src/policy/loader.js';
 import { loadManifestDir } from '../../src/policy/manifest-files.js';
@@ -9,7 +9,7 @@ import { compilePolicySet } from '../../src/policy/pack.js';
 import { BUNDLED_GOLDEN_FILE, BUNDLED_MANIFEST_DIR, BUNDLED_POLICY_DIR } from '../../src/policy/paths.js';
 import { emptyPolicySet } from '../../src/policy/policy-set.js';
 
-const tmp = async (t: Tap.Test, files: Record<string, string>): Promise<string> => {
+const tmp = async (t: Test, files: Record<string, string>): Promise<string> => {
   const dir = await mkdtemp(join(tmpdir(), 'gov-policy-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);

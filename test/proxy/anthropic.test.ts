@@ -1,6 +1,6 @@
 // The sidecar governing an unmodified Anthropic SDK (issue 3): the real `@anthropic-ai/sdk` client
 // pointed at /anthropic, a mock /v1/messages upstream behind it (JSON and SSE).
-import t from 'tap';
+import t, { type Test } from 'tap';
 import Anthropic, { APIError } from '@anthropic-ai/sdk';
 import { anthropicError, anthropicMessage, anthropicStream, startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
@@ -19,7 +19,7 @@ function client(agent = 'claude-bot'): Anthropic {
 
 const ask = (content: string) => ({ model: 'claude-mock-1', max_tokens: 256, messages: [{ role: 'user' as const, content }] });
 
-async function refused(t: Tap.Test, p: Promise<unknown>): Promise<APIError> {
+async function refused(t: Test, p: Promise<unknown>): Promise<APIError> {
   try {
     await p;
   } catch (e) {
@@ -81,7 +81,7 @@ t.test('refusals use the Anthropic error format', async (t) => {
 
   const notFound = await fetch(`${sc.proxyUrl}/anthropic/v1/complete`, { method: 'POST', headers: { 'x-api-key': CALLER_KEY }, body: '{}' });
   t.equal(notFound.status, 404);
-  t.same((await notFound.json()).type, 'error');
+  t.same(((await notFound.json()) as { type: string }).type, 'error');
   const bad = await fetch(`${sc.proxyUrl}/anthropic/v1/messages`, { method: 'POST', headers: { 'x-api-key': CALLER_KEY, 'content-type': 'application/json' }, body: '{"model":' });
   t.equal(bad.status, 400);
   t.same(await bad.json(), { type: 'error', error: { type: 'invalid_request_error', message: 'the request body is not valid JSON' } });

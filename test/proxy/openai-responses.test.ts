@@ -1,7 +1,7 @@
 // The sidecar governing the OpenAI Responses API (`POST /v1/responses`, the OpenAI Agents SDK's default):
 // the real `openai` v6 client's `client.responses.create`, streaming and not, pointed at the proxy, a mock
 // /v1/responses upstream behind it, the ledger read back through the embedded API.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import OpenAI, { APIError } from 'openai';
 import { startHttpToolServer } from '../helpers/http-tool-server.js';
 import { openAiError, openAiResponse, openAiResponseStream, startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
@@ -26,7 +26,7 @@ const tools = [
   { type: 'function' as const, name: 'delete_database', parameters: { type: 'object', properties: {} }, strict: false },
 ];
 
-async function refused(t: Tap.Test, p: Promise<unknown>): Promise<APIError> {
+async function refused(t: Test, p: Promise<unknown>): Promise<APIError> {
   try {
     await p;
   } catch (e) {
@@ -294,7 +294,7 @@ t.test('upstream errors pass through in the caller format and are audited', asyn
 t.test('stored responses are not read back through the proxy; background calls and bad bodies are refused', async (t) => {
   const get = await fetch(`${sc.proxyUrl}/openai/v1/responses/resp_mock`, { headers: { authorization: `Bearer ${CALLER_KEY}` } });
   t.equal(get.status, 404, 'GET /v1/responses/{id} would release a stored answer unchecked');
-  t.equal((await get.json()).error.type, 'invalid_request_error');
+  t.equal(((await get.json()) as any).error.type, 'invalid_request_error');
   const retrieve = await refused(t, client().responses.retrieve('resp_mock'));
   t.equal(retrieve.status, 404, 'the SDK sees a NotFoundError');
 
@@ -305,7 +305,7 @@ t.test('stored responses are not read back through the proxy; background calls a
   const post = (body: string) => fetch(`${sc.proxyUrl}/openai/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}` }, body });
   const bad = await post('{"model": "gpt-4o-mini", "input": [');
   t.equal(bad.status, 400);
-  t.equal((await bad.json()).error.code, 'invalid_json');
+  t.equal(((await bad.json()) as any).error.code, 'invalid_json');
   t.equal((await post('"just a string"')).status, 400);
   t.equal(mock.requests.length, 0, 'none of them reached the upstream');
 });

@@ -1,6 +1,6 @@
 // The sidecar governing an unmodified OpenAI SDK (issue 3): the real `openai` client pointed at the
 // proxy, a mock /v1/chat/completions upstream behind it, the ledger read back through the embedded API.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import OpenAI, { APIError } from 'openai';
 import { openAiCompletion, openAiError, openAiStream, startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
@@ -20,7 +20,7 @@ function client(agent = 'proxy-bot', base = sc.proxyUrl): OpenAI {
 
 const ask = (content: string) => ({ model: 'gpt-4o-mini', messages: [{ role: 'system' as const, content: 'You are a support bot.' }, { role: 'user' as const, content }] });
 
-async function refused(t: Tap.Test, p: Promise<unknown>): Promise<APIError> {
+async function refused(t: Test, p: Promise<unknown>): Promise<APIError> {
   try {
     await p;
   } catch (e) {
@@ -253,12 +253,12 @@ t.test('bad requests are answered in the OpenAI error format', async (t) => {
     fetch(`${sc.proxyUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${CALLER_KEY}`, ...headers }, body });
   const bad = await post('/openai/v1/chat/completions', '{"model": "gpt-4o-mini", "messages": [');
   t.equal(bad.status, 400);
-  t.equal((await bad.json()).error.code, 'invalid_json');
+  t.equal(((await bad.json()) as any).error.code, 'invalid_json');
   const notObject = await post('/openai/v1/chat/completions', '[1,2]');
   t.equal(notObject.status, 400);
   const unknown = await post('/nowhere/v1/chat/completions', '{}');
   t.equal(unknown.status, 404);
-  const u = await unknown.json();
+  const u = (await unknown.json()) as any;
   t.equal(u.error.type, 'invalid_request_error');
   const ungoverned = await post('/openai/v1/completions', '{"model":"x","prompt":"hi"}');
   t.equal(ungoverned.status, 404, 'an endpoint the adapter cannot govern is not forwarded');
@@ -327,5 +327,5 @@ t.test('a second sidecar: escalate released, short timeout, small body limit', a
     body: JSON.stringify(ask('x'.repeat(10_000))),
   });
   t.equal(big.status, 413);
-  t.equal((await big.json()).error.code, 'payload_too_large');
+  t.equal(((await big.json()) as any).error.code, 'payload_too_large');
 });

@@ -136,7 +136,7 @@ t.test('the grace period bounds the drain: a hanging call is cut and still audit
   p.child.kill('SIGTERM');
   const r = await res;
   t.equal(r.status, 503, 'the cut call is answered 503 in the caller format');
-  t.equal((await r.json()).error.code, 'shutting_down');
+  t.equal(((await r.json()) as any).error.code, 'shutting_down');
   t.equal(await p.exited, 0);
   t.ok(performance.now() - signalled < 5000, 'the exit came after the grace, not after the upstream');
   const storage = await openLmdbStorage(join(dir, 'ledger'));

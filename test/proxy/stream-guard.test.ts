@@ -3,7 +3,7 @@ import t from 'tap';
 import { OpenAiAdapter } from '../../src/proxy/openai.js';
 import { SseParser, type SseEvent } from '../../src/proxy/sse.js';
 import { StreamGuard, type DraftVerdict } from '../../src/proxy/stream-guard.js';
-import type { Inspected } from '../../src/proxy/adapter.js';
+import type { Inspected, Proposal } from '../../src/proxy/adapter.js';
 import { openAiStream } from '../helpers/mock-upstreams.js';
 
 function parseAll(bytes: Buffer, cut: number): SseEvent[] {
@@ -51,7 +51,8 @@ function check(draft: Inspected): DraftVerdict {
 
 function run(text: string, windowChars: number, size: number) {
   const adapter = new OpenAiAdapter();
-  const inspector = adapter.openStream();
+  // A chat-completions call: no Responses state on the proposal.
+  const inspector = adapter.openStream({ state: undefined } as unknown as Proposal);
   let delivered = '';
   const lags: number[] = [];
   let seen = 0;
