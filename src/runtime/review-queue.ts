@@ -1,15 +1,5 @@
 import type { KvStore } from '../ledger/port.js';
-import type { Outcome } from '../contracts/common.js';
-
-export interface ReviewItem {
-  envelope_id: string;
-  agent_id: string;
-  outcome: Outcome;
-  reason: string;
-  status: 'open';
-  created_at: string;
-  review_deadline: string;
-}
+import type { ReviewItem } from '../contracts/operations.js';
 
 const NS = 'review';
 

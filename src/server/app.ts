@@ -22,7 +22,10 @@ import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { agentRoutes } from './routes/agents.js';
 import { auditRoutes } from './routes/audit.js';
 import { featureRoutes } from './routes/features.js';
-import { operationsRoutes } from './routes/operations.js';
+import { authRoutes } from './routes/auth.js';
+import { healthRoutes } from './routes/health.js';
+import { metricsRoutes } from './routes/metrics.js';
+import { reviewRoutes } from './routes/review.js';
 import { runtimeRoutes } from './routes/runtime.js';
 
 export interface AppDeps {
@@ -100,7 +103,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   }
 
-  await app.register(operationsRoutes(deps));
+  await app.register(healthRoutes(deps));
+  await app.register(authRoutes(deps));
+  await app.register(reviewRoutes(deps));
+  await app.register(metricsRoutes(deps));
   await app.register(runtimeRoutes(deps));
   await app.register(auditRoutes(deps));
   await app.register(agentRoutes(deps));
