@@ -12,7 +12,7 @@ import {
   type UpstreamAnswer,
 } from './adapter.js';
 import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
-import type { SseEvent } from './sse.js';
+import { eventJson, type SseEvent } from './sse.js';
 
 const GOVERNED_POST = new Set(['/v1/messages']);
 /** Reads that cost nothing and produce no model text: forwarded with a pre-check row. */
@@ -152,14 +152,8 @@ class AnthropicMessageStream implements StreamInspector {
   private outTok: number | undefined;
 
   onEvent(ev: SseEvent): StreamEventView {
-    if (ev.data === '') return {};
-    let e: unknown;
-    try {
-      e = JSON.parse(ev.data);
-    } catch {
-      return {};
-    }
-    if (!isObject(e)) return {};
+    const e = eventJson(ev);
+    if (e === null) return {};
     switch (e.type) {
       case 'message_start': {
         const m = isObject(e.message) ? e.message : {};

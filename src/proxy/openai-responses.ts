@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ToolResultInput } from '../contracts/runtime.js';
 import { ProposalError, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type UpstreamAnswer } from './adapter.js';
 import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
-import type { SseEvent } from './sse.js';
+import { eventJson, type SseEvent } from './sse.js';
 
 /**
  * The OpenAI Responses API (`POST /v1/responses`, JSON and `stream: true`), the default of the OpenAI
@@ -224,14 +224,8 @@ class ResponseReader implements StreamInspector {
   constructor(private readonly call: ResponsesCall) {}
 
   onEvent(ev: SseEvent): StreamEventView {
-    if (ev.data === '') return {};
-    let e: unknown;
-    try {
-      e = JSON.parse(ev.data);
-    } catch {
-      return {};
-    }
-    if (!isObject(e)) return {};
+    const e = eventJson(ev);
+    if (e === null) return {};
     if (typeof e.sequence_number === 'number' && e.sequence_number > this.call.sequence) this.call.sequence = e.sequence_number;
     const type = str(e.type) ?? ev.event ?? '';
     const idx = typeof e.output_index === 'number' ? e.output_index : -1;

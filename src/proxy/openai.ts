@@ -22,7 +22,7 @@ import {
   RESPONSES_POST,
   responsesStreamErrorEvent,
 } from './openai-responses.js';
-import type { SseEvent } from './sse.js';
+import { eventJson, type SseEvent } from './sse.js';
 
 const GOVERNED_POST = new Set(['/v1/chat/completions', '/chat/completions', ...RESPONSES_POST]);
 /** Endpoints that only read or embed, forwarded with a pre-check row and no output inspection. */
@@ -186,15 +186,9 @@ class OpenAiChatStream implements StreamInspector {
   private usage: Json = {};
 
   onEvent(ev: SseEvent): StreamEventView {
-    if (ev.data === '' ) return {};
     if (ev.data.startsWith('[DONE]')) return { completes: this.finish() };
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(ev.data);
-    } catch {
-      return {};
-    }
-    if (!isObject(chunk)) return {};
+    const chunk = eventJson(ev);
+    if (chunk === null) return {};
     if (typeof chunk.model === 'string') this.model = chunk.model;
     if (isObject(chunk.usage)) this.usage = chunk.usage;
     const choices = Array.isArray(chunk.choices) ? chunk.choices : [];

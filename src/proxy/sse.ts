@@ -13,6 +13,20 @@ export interface SseEvent {
 }
 
 /**
+ * The JSON object an event's data carries, or null (no data, not JSON, not an object): providers' stream
+ * readers skip such events too, so the guard does the same instead of failing the stream.
+ */
+export function eventJson(ev: SseEvent): Record<string, unknown> | null {
+  if (ev.data === '') return null;
+  try {
+    const v: unknown = JSON.parse(ev.data);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Incremental SSE parser (WHATWG event-stream framing). Chunks may split lines, CRLF pairs and UTF-8
  * sequences anywhere; the decoder and the held-back tail take care of all three.
  */

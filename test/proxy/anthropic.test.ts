@@ -4,6 +4,7 @@ import t, { type Test } from 'tap';
 import Anthropic, { APIError } from '@anthropic-ai/sdk';
 import { anthropicError, anthropicMessage, anthropicStream, startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { refusedWith } from '../helpers/sdk-errors.js';
 
 const CALLER_KEY = 'sk-ant-callerCREDENTIAL0123456789';
 const SECRET = 'ghp_' + 'a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8';
@@ -19,16 +20,7 @@ function client(agent = 'claude-bot'): Anthropic {
 
 const ask = (content: string) => ({ model: 'claude-mock-1', max_tokens: 256, messages: [{ role: 'user' as const, content }] });
 
-async function refused(t: Test, p: Promise<unknown>): Promise<APIError> {
-  try {
-    await p;
-  } catch (e) {
-    t.ok(e instanceof APIError, 'the SDK raises an APIError');
-    return e as APIError;
-  }
-  t.fail('expected the call to be refused');
-  throw new Error('not refused');
-}
+const refused = (t: Test, p: Promise<unknown>): Promise<APIError> => refusedWith(t, APIError, p);
 
 t.before(async () => {
   mock = await startMockUpstream((r) => reply(r));

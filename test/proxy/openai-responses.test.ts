@@ -6,6 +6,7 @@ import OpenAI, { APIError } from 'openai';
 import { startHttpToolServer } from '../helpers/http-tool-server.js';
 import { openAiError, openAiResponse, openAiResponseStream, startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { refusedWith } from '../helpers/sdk-errors.js';
 
 const CALLER_KEY = 'sk-callerCREDENTIAL0123456789abcdef';
 const SECRET = 'AKIAIOSFODNN7EXAMPLE';
@@ -26,16 +27,7 @@ const tools = [
   { type: 'function' as const, name: 'delete_database', parameters: { type: 'object', properties: {} }, strict: false },
 ];
 
-async function refused(t: Test, p: Promise<unknown>): Promise<APIError> {
-  try {
-    await p;
-  } catch (e) {
-    t.ok(e instanceof APIError, 'the SDK raises an APIError');
-    return e as APIError;
-  }
-  t.fail('expected the call to be refused');
-  throw new Error('not refused');
-}
+const refused = (t: Test, p: Promise<unknown>): Promise<APIError> => refusedWith(t, APIError, p);
 
 /** Reads a stream to its end: every event as the SDK yielded it, and the error that ended it, if any. */
 async function drain(stream: AsyncIterable<any>): Promise<{ events: any[]; text: string; error: unknown }> {

@@ -4,6 +4,7 @@ import t, { type Test } from 'tap';
 import OpenAI, { APIError } from 'openai';
 import { openAiCompletion, openAiError, openAiStream, startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { refusedWith } from '../helpers/sdk-errors.js';
 
 const CALLER_KEY = 'sk-callerCREDENTIAL0123456789abcdef';
 const ORG = 'org-callerORGsecret42';
@@ -20,16 +21,7 @@ function client(agent = 'proxy-bot', base = sc.proxyUrl): OpenAI {
 
 const ask = (content: string) => ({ model: 'gpt-4o-mini', messages: [{ role: 'system' as const, content: 'You are a support bot.' }, { role: 'user' as const, content }] });
 
-async function refused(t: Test, p: Promise<unknown>): Promise<APIError> {
-  try {
-    await p;
-  } catch (e) {
-    t.ok(e instanceof APIError, 'the SDK raises an APIError');
-    return e as APIError;
-  }
-  t.fail('expected the call to be refused');
-  throw new Error('not refused');
-}
+const refused = (t: Test, p: Promise<unknown>): Promise<APIError> => refusedWith(t, APIError, p);
 
 t.before(async () => {
   mock = await startMockUpstream((r) => reply(r));
