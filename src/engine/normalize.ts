@@ -66,16 +66,13 @@ export function fromPreCheck(req: PreCheckRequest): EngineInput {
 export function fromPostCheck(pre: PreCheckRequest, post: PostCheckRequest, preEnvelopeId: string): EngineInput {
   const ex = post.execution;
   const reported = (ex.tools_called ?? []).map(toolCall);
+  // Who asked, what and in which session come from the pre-check; what ran comes from the execution.
+  const asked = fromPreCheck(pre);
   const input: EngineInput = {
+    ...asked,
     phase: 'post_check',
-    agent_id: pre.agent_id,
-    framework: pre.framework ?? 'REST',
-    user: pre.user ?? 'unknown',
-    input: pre.input ?? '',
-    session_id: pre.session_id ?? null,
-    metadata: pre.metadata ?? {},
     model: ex.model ?? pre.model ?? null,
-    tools_called: reported.length > 0 ? reported : proposedCalls(pre),
+    tools_called: reported.length > 0 ? reported : asked.tools_called,
     tool_results: (ex.tool_results ?? []).map(toolResult),
     output: post.output,
     parent_envelope_id: preEnvelopeId,

@@ -165,11 +165,16 @@ class LmdbLedger implements Ledger {
   }
 
   private statsFor(agentId: string): AgentStats {
-    let s = this.stats.get(agentId);
+    return this.cachedStats(this.stats, agentId);
+  }
+
+  /** The agent's counters from `cache`, first loaded as a copy of the stored ones. */
+  private cachedStats(cache: Map<string, AgentStats>, agentId: string): AgentStats {
+    let s = cache.get(agentId);
     if (!s) {
       const stored = this.agentStatsDb.get(agentId);
       s = stored ? copyStats(stored) : emptyStats();
-      this.stats.set(agentId, s);
+      cache.set(agentId, s);
     }
     return s;
   }
@@ -234,13 +239,7 @@ class LmdbLedger implements Ledger {
   }
 
   private durableStatsFor(agentId: string): AgentStats {
-    let s = this.durableStats.get(agentId);
-    if (!s) {
-      const stored = this.agentStatsDb.get(agentId);
-      s = stored ? copyStats(stored) : emptyStats();
-      this.durableStats.set(agentId, s);
-    }
-    return s;
+    return this.cachedStats(this.durableStats, agentId);
   }
 
   /**
