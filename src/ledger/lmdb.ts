@@ -21,6 +21,13 @@ export { LMDB_DB_NAMES } from './lmdb-layout.js';
 export const LEDGER_FORMAT = 1;
 
 /**
+ * A ledger that began no batch for this long is idle: its next append commits without waiting for the
+ * loop turn to end. 1 ms, measured on the sidecar: below ~1,000 calls/s this cut the added p50 by ~0.3 ms,
+ * and under 16 connections batches still form (throughput unchanged within noise).
+ */
+const IDLE_FLUSH_MS = 1;
+
+/**
  * Group-commit bounds. One LMDB transaction takes every append queued while the previous one
  * committed; the caps keep a burst from building one huge transaction (memory, commit latency).
  */
@@ -82,6 +89,8 @@ class LmdbLedger implements Ledger {
   /** Agent stats as last committed (what the database holds), for writing absolute values. */
   private readonly durableStats = new Map<string, AgentStats>();
   private readonly flushBound = () => this.flush();
+  /** performance.now() when the last batch began; see IDLE_FLUSH_MS. */
+  private lastFlushAt = 0;
   /** Running verify() walks; close() waits for them before the environment goes away. */
   private readonly verifying = new Set<Promise<unknown>>();
 
@@ -141,8 +150,11 @@ class LmdbLedger implements Ledger {
     this.queue.push(pending);
     if (!this.writing && !this.scheduled) {
       this.scheduled = true;
-      // setImmediate, not a microtask: appends from every request handled in this loop turn join the batch.
-      setImmediate(this.flushBound);
+      // Busy (a batch began within the last IDLE_FLUSH_MS): wait for setImmediate, so that appends from
+      // every request handled in this loop turn join one batch. Idle: commit at the end of this task,
+      // because there is nobody to batch with and waiting only adds latency (~0.35 ms a call at 500 req/s).
+      if (performance.now() - this.lastFlushAt > IDLE_FLUSH_MS) queueMicrotask(this.flushBound);
+      else setImmediate(this.flushBound);
     }
     return promise;
   }
@@ -181,6 +193,7 @@ class LmdbLedger implements Ledger {
 
   private flush(): void {
     this.scheduled = false;
+    this.lastFlushAt = performance.now();
     if (this.writing || this.queue.length === 0) return;
     let count = 0;
     let bytes = 0;
@@ -210,6 +223,10 @@ class LmdbLedger implements Ledger {
     const head: MetaHead = { seq: last.seq, hash: last.row.hash };
     const firstSeq = batch[0].built.seq;
 
+    if (this.durability === 'commit') {
+      this.commitNow(batch, statsWrites, head);
+      return;
+    }
     let written: Promise<boolean>;
     try {
       written = this.writeBatch(batch, statsWrites, head);
@@ -236,6 +253,46 @@ class LmdbLedger implements Ledger {
       },
       (err: unknown) => this.failBatch(batch, err),
     );
+  }
+
+  /**
+   * `commit` durability: the batch commits synchronously on this thread. Without a disk sync an LMDB commit
+   * is a few page writes (~60 µs for a call's two rows), less than the two thread wake-ups the write
+   * thread costs (measured: ~0.1 ms alone, ~0.4-0.8 ms on a busy 2-vCPU pod), and the rows are
+   * acknowledged in the same turn. `fsync` keeps the write thread: a sync on this thread would stall
+   * every call for the disk.
+   */
+  private commitNow(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead): void {
+    let stored: boolean;
+    try {
+      stored = this.env.transactionSync(() => {
+        if (this.rows.doesExist(batch[0].built.seq)) return false;
+        for (const p of batch) {
+          this.rows.putSync(p.built.seq, p.built.bytes);
+          this.envelopes.putSync(p.envelopeId, p.built.seq);
+          if (p.postCheckParent !== null) this.postChecks.putSync(p.postCheckParent, p.envelopeId);
+        }
+        for (const [agentId, s] of statsWrites) this.agentStatsDb.putSync(agentId, s);
+        this.meta.putSync('head', head);
+        return true;
+      });
+    } catch (err) {
+      this.failBatch(batch, err);
+      return;
+    }
+    if (!stored) {
+      this.failBatch(batch, new LedgerUnavailableError(`seq ${batch[0].built.seq} is already stored: is another process writing this ledger?`));
+      return;
+    }
+    for (const [agentId, s] of statsWrites) this.durableStats.set(agentId, s);
+    this.committedHead = head;
+    this.writing = false;
+    // Appends made while this batch was acknowledged join the next turn's batch.
+    this.acknowledge(batch);
+    if (this.queue.length > 0 && !this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.flushBound);
+    }
   }
 
   private durableStatsFor(agentId: string): AgentStats {

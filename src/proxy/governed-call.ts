@@ -340,9 +340,14 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
 
   const t0 = performance.now();
+  const sent = forward(core, call);
+  // A streamed answer's head names the pre-check envelope, so its row must be durable before the first
+  // byte leaves: commit it while the upstream thinks, not after its head arrives. (Issued after the
+  // forward, so the upstream request is not queued behind the commit.)
+  if (call.proposal.stream) void pre.durable();
   let up: UpstreamResponse;
   try {
-    up = await forward(core, call);
+    up = await sent;
   } catch (e) {
     return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }

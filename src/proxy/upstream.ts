@@ -190,6 +190,9 @@ export function readAll(body: UpstreamResponse['body'], limit: number, timeoutMs
     });
     body.once('error', fail);
     // Destroyed without an error (and without its end): what `for await` reports as a premature close.
-    body.once('close', () => fail(Object.assign(new Error('premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })));
+    // 'close' follows every 'end' too: build the error (a stack capture, ~10 µs) only when it is one.
+    body.once('close', () => {
+      if (!settled) fail(Object.assign(new Error('premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    });
   });
 }

@@ -152,9 +152,10 @@ t.test('SIGKILL at any moment: the ledger reopens, verifies, and has every ackno
   }
 });
 
-t.test('a failed batch rejects its appends and every queued one, and rewinds the head', async (t) => {
+// fsync commits on the write thread, commit on the caller's thread: each has its own failure path.
+for (const durability of ['fsync', 'commit'] as const) t.test(`durability ${durability}: a failed batch rejects its appends and every queued one, and rewinds the head`, async (t) => {
   const dir = tempLedgerDir(t);
-  const storage = await openLmdbStorage(dir);
+  const storage = await openLmdbStorage(dir, { durability });
   t.teardown(() => storage.close());
   const { ledger } = storage;
   const kept = await ledger.append(entry());
