@@ -3,7 +3,9 @@
 // Latency comes from wrk, whose histogram has microsecond resolution (autocannon rounds to whole ms):
 //   - added latency p50/p99 at a fixed concurrency (16 connections);
 //   - added latency p50/p99 at a fixed ~500 req/s (10 connections, each paced by a Lua delay());
-//   - requests/s through the sidecar at 16 connections;
+//   - requests/s through the sidecar at 16 connections, and the sidecar's CPU per call at ~500 req/s;
+//   - the same for a bare Node forwarder (bench/bare-proxy.js: node:http + undici, nothing else), the floor
+//     any Node proxy pays on this machine;
 // then time to first streamed byte (and to the first content byte, which waits for the guard window)
 // direct vs sidecar, sequential, and the sidecar's peak RSS (VmHWM).
 // wrk is a Debian package: without it this module says so and returns no latency figures.
@@ -23,6 +25,9 @@ const CONNECTIONS = Number(process.env.BENCH_PROXY_CONNECTIONS ?? 16);
 const RATE = Number(process.env.BENCH_PROXY_RATE ?? 500);
 const RATE_CONNECTIONS = 10;
 const STREAM_SAMPLES = Number(process.env.BENCH_PROXY_STREAM_SAMPLES ?? 200);
+const BARE = fileURLToPath(new URL('./bare-proxy.js', import.meta.url));
+/** The sidecar's default GOV_PROXY_GUARD_WINDOW_CHARS. */
+const GUARD_WINDOW_CHARS = 128;
 
 const BODY = JSON.stringify({
   model: 'gpt-4o-mini',
@@ -105,17 +110,24 @@ async function wrk(url, { connections, seconds, delayMs = 0 }, script) {
   return { p50: r.p50_us / 1000, p99: r.p99_us / 1000, rps: r.requests / (r.duration_us / 1e6), non2xx: r.non2xx + r.errors };
 }
 
-/** Sequential streamed calls: ms to the first body byte and to the first byte of assistant text. */
-async function firstBytes(url, samples) {
+/**
+ * Sequential streamed calls: ms to the first body byte, to the first byte of assistant text, and to the
+ * first `windowChars` characters of text (how long the guard window takes to fill from this upstream).
+ */
+async function firstBytes(url, samples, windowChars = GUARD_WINDOW_CHARS) {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const body = BODY.replace('"messages"', '"stream":true,"messages"');
   const first = [];
   const firstText = [];
+  const windowFull = [];
   for (let i = 0; i < samples; i++) {
     await new Promise((resolve, reject) => {
       const t0 = performance.now();
       let gotByte = false;
       let gotText = false;
+      let gotWindow = false;
+      let textChars = 0;
+      let pending = '';
       let buf = '';
       const req = httpRequest(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-caller-key', 'x-agent-id': 'bench-agent' } }, (res) => {
         res.setEncoding('utf8');
@@ -132,6 +144,20 @@ async function firstBytes(url, samples) {
               firstText.push(now);
             }
           }
+          if (!gotWindow) {
+            pending += d;
+            const events = pending.split('\n\n');
+            pending = events.pop();
+            for (const ev of events) {
+              const data = ev.startsWith('data: ') ? ev.slice(6) : '';
+              if (data === '' || data === '[DONE]') continue;
+              textChars += JSON.parse(data).choices?.[0]?.delta?.content?.length ?? 0;
+            }
+            if (textChars >= windowChars) {
+              gotWindow = true;
+              windowFull.push(now);
+            }
+          }
         });
         res.on('end', resolve);
         res.on('error', reject);
@@ -142,7 +168,7 @@ async function firstBytes(url, samples) {
   }
   agent.destroy();
   const med = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
-  return { firstByte: med(first), firstText: med(firstText) };
+  return { firstByte: med(first), firstText: med(firstText), windowFull: windowFull.length > 0 ? med(windowFull) : NaN };
 }
 
 /** kB fields of /proc/<pid>/status: VmHWM (peak RSS), RssAnon (heap and stacks), RssFile (mapped files: the binary, LMDB's map). */
@@ -152,6 +178,21 @@ function memKb(pid, field) {
 }
 
 const r3 = (x) => Math.round(x * 1000) / 1000;
+
+/** ms of CPU (user + system, every thread) the process has used: /proc/<pid>/stat, in clock ticks of 10 ms. */
+function cpuMs(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
+/** A paced wrk run that also reports the CPU `pid` spent per request during it. */
+async function pacedWithCpu(url, pid, script) {
+  const pace = Math.round((1000 * RATE_CONNECTIONS) / RATE);
+  const before = cpuMs(pid);
+  const r = await wrk(url, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
+  r.cpuMsPerCall = (cpuMs(pid) - before) / (r.rps * DURATION_S);
+  return r;
+}
 
 export default async function run() {
   if (!hasWrk()) {
@@ -207,7 +248,18 @@ export default async function run() {
     const pace = Math.round((1000 * RATE_CONNECTIONS) / RATE);
     console.error(`bench proxy: ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${pace} ms apart), ${DURATION_S} s each`);
     const dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
-    const sR = await wrk(proxied, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
+    const sR = await pacedWithCpu(proxied, sidecar.child.pid, script);
+
+    // The floor: a bare Node forwarder (no checks, no ledger) in front of the same upstream.
+    const barePort = await freePort();
+    const bare = await startProcess([BARE, String(barePort), mockUrl], {}, /bare-proxy listening on (\d+)/);
+    children.push(bare.child);
+    const bareUrl = `http://127.0.0.1:${barePort}/openai/v1/chat/completions`;
+    console.error('bench proxy: bare Node proxy (the floor), same runs');
+    await wrk(bareUrl, { connections: CONNECTIONS, seconds: 2 }, script);
+    const bC = await wrk(bareUrl, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+    const bR = await pacedWithCpu(bareUrl, bare.child.pid, script);
+    bare.child.kill('SIGTERM');
 
     console.error(`bench proxy: ${STREAM_SAMPLES} sequential streamed calls each`);
     const dS = await firstBytes(direct, STREAM_SAMPLES);
@@ -220,6 +272,11 @@ export default async function run() {
       'proxy added p50 ms @500rps': r3(sR.p50 - dR.p50),
       'proxy added p99 ms @500rps': r3(sR.p99 - dR.p99),
       'proxy achieved rps (paced)': Math.round(sR.rps),
+      'proxy sidecar CPU ms per call @500rps': r3(sR.cpuMsPerCall),
+      'proxy bare-node added p50 ms @500rps': r3(bR.p50 - dR.p50),
+      'proxy bare-node added p99 ms @500rps': r3(bR.p99 - dR.p99),
+      'proxy bare-node CPU ms per call @500rps': r3(bR.cpuMsPerCall),
+      [`proxy bare-node req/s @${CONNECTIONS}c`]: Math.round(bC.rps),
       [`proxy added p50 ms @${CONNECTIONS}c`]: r3(sC.p50 - dC.p50),
       [`proxy added p99 ms @${CONNECTIONS}c`]: r3(sC.p99 - dC.p99),
       [`proxy direct req/s @${CONNECTIONS}c`]: Math.round(dC.rps),
@@ -229,6 +286,7 @@ export default async function run() {
       'proxy first byte ms sidecar': r3(sS.firstByte),
       'proxy first text byte ms direct': r3(dS.firstText),
       'proxy first text byte ms sidecar': r3(sS.firstText),
+      [`proxy first ${GUARD_WINDOW_CHARS} text chars ms direct`]: r3(dS.windowFull),
       'proxy sidecar peak RSS MB': Math.round(memKb(sidecar.child.pid, 'VmHWM') / 1024),
       'proxy sidecar peak anon RSS MB': Math.round(peakAnonKb / 1024),
       'proxy sidecar file-backed RSS MB (end)': Math.round(memKb(sidecar.child.pid, 'RssFile') / 1024),

@@ -204,3 +204,32 @@ for (const durability of ['fsync', 'commit'] as const) {
     t.equal((await second.ledger.verify()).valid, true);
   });
 }
+
+t.test('duplicates are refused whatever their order against the stored keys, across a reopen', async (t) => {
+  // The ledger skips the index lookup for a key above every stored one; these are the cases it must not skip.
+  const dir = tempLedgerDir(t);
+  const ids = ['0001-a', '0003-c', '0002-b'];
+  const first = await openLmdbStorage(dir, { durability: 'commit' });
+  for (const id of ids) await first.ledger.append(entry({ envelope_id: id, phase: 'pre_check' }));
+  await first.ledger.append(entry({ envelope_id: 'p-0002', phase: 'post_check', parent_envelope_id: '0002-b' }));
+  await first.close();
+
+  const storage = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  for (const id of [...ids, 'p-0002']) {
+    await t.rejects(ledger.append(entry({ envelope_id: id })), { code: 'duplicate_envelope_id' }, `${id} after the reopen`);
+  }
+  // A post-check for a parent below and above the greatest stored parent.
+  await t.rejects(ledger.append(entry({ phase: 'post_check', parent_envelope_id: '0002-b' })), { code: 'post_check_exists' });
+  await ledger.append(entry({ envelope_id: 'p-0003', phase: 'post_check', parent_envelope_id: '0003-c' }));
+  await t.rejects(ledger.append(entry({ phase: 'post_check', parent_envelope_id: '0003-c' })), { code: 'post_check_exists' });
+  await ledger.append(entry({ envelope_id: 'p-0001', phase: 'post_check', parent_envelope_id: '0001-a' }));
+  await t.rejects(ledger.append(entry({ phase: 'post_check', parent_envelope_id: '0001-a' })), { code: 'post_check_exists' });
+  // Non-ASCII ids, whose UTF-16 and UTF-8 orders can differ, always take the lookup.
+  for (const id of ['zz-\u{1F600}', 'zz-\uFF21']) {
+    await ledger.append(entry({ envelope_id: id }));
+    await t.rejects(ledger.append(entry({ envelope_id: id })), { code: 'duplicate_envelope_id' }, id);
+  }
+  t.equal((await ledger.verify()).valid, true);
+});
