@@ -214,7 +214,7 @@ export default async function run() {
     const sidecar = await startProcess(
       [CLI, 'sidecar'],
       {
-        GOV_ENV: 'test',
+        GOV_ENV: 'production', // what a pod runs: no OpenAPI modules loaded
         GOV_LOG_LEVEL: 'warn',
         // BENCH_PROXY_DB=:memory: isolates the proxy's own cost from the ledger's disk syncs.
         GOV_EMBED_DB: process.env.BENCH_PROXY_DB ?? join(dir, 'ledger'),
