@@ -1,6 +1,7 @@
 // Ledger benchmark (part of `npm run bench`; also `node bench/ledger.js`, after `npm run build`):
 // append throughput with durable acknowledgements (group commit) and chain-verify throughput, on a
 // fresh temporary LMDB ledger with ~1 KB canonical payloads.
+import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -103,7 +104,14 @@ async function measure(idOf, encryptionKey) {
   }
 }
 
+/** bench/ledger-mapped.js in its own process: ledger file size and how much of it is mapped (resident). */
+function mapped() {
+  const out = execFileSync(process.execPath, [fileURLToPath(new URL('./ledger-mapped.js', import.meta.url))], { encoding: 'utf8' });
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
 export default async function run() {
+  const map = mapped();
   const timeOrdered = await measure(newEnvelopeId);
   const random = await measure(randomUUID);
   const encrypted = await measure(newEnvelopeId, randomBytes(32));
@@ -113,6 +121,8 @@ export default async function run() {
     'ledger append rows/s (random v4 envelope ids)': random.append,
     'ledger append rows/s (AES-256-GCM payloads)': encrypted.append,
     'chain verify rows/s (AES-256-GCM payloads)': encrypted.verify,
+    [`ledger file MB after ${map.rows} rows in 16-row commits`]: map.file_mb,
+    'ledger file MB mapped (file-backed RSS)': map.mapped_mb,
   };
 }
 
