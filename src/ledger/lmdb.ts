@@ -304,13 +304,7 @@ class LmdbLedger implements Ledger {
     try {
       stored = this.env.transactionSync(() => {
         if (this.rows.doesExist(batch[0].built.seq)) return false;
-        for (const p of batch) {
-          this.rows.putSync(p.built.seq, p.built.bytes);
-          this.envelopes.putSync(p.envelopeId, p.built.seq);
-          if (p.postCheckParent !== null) this.postChecks.putSync(p.postCheckParent, p.envelopeId);
-        }
-        for (const [agentId, s] of statsWrites) this.agentStatsDb.putSync(agentId, s);
-        this.meta.putSync('head', head);
+        this.putBatch(batch, statsWrites, head);
         return true;
       });
     } catch (err) {
@@ -343,15 +337,18 @@ class LmdbLedger implements Ledger {
    * transaction, and writes nothing if that seq is already stored (another writer: the batch fails).
    */
   private writeBatch(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead): Promise<boolean> {
-    return this.rows.ifNoExists(batch[0].built.seq, () => {
-      for (const p of batch) {
-        this.rows.put(p.built.seq, p.built.bytes);
-        this.envelopes.put(p.envelopeId, p.built.seq);
-        if (p.postCheckParent !== null) this.postChecks.put(p.postCheckParent, p.envelopeId);
-      }
-      for (const [agentId, s] of statsWrites) this.agentStatsDb.put(agentId, s);
-      this.meta.put('head', head);
-    });
+    return this.rows.ifNoExists(batch[0].built.seq, () => this.putBatch(batch, statsWrites, head));
+  }
+
+  /** The batch's writes; inside a synchronous transaction lmdb-js applies each put at once. */
+  private putBatch(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead): void {
+    for (const p of batch) {
+      void this.rows.put(p.built.seq, p.built.bytes);
+      void this.envelopes.put(p.envelopeId, p.built.seq);
+      if (p.postCheckParent !== null) void this.postChecks.put(p.postCheckParent, p.envelopeId);
+    }
+    for (const [agentId, s] of statsWrites) void this.agentStatsDb.put(agentId, s);
+    void this.meta.put('head', head);
   }
 
   private acknowledge(batch: PendingRow[]): void {
