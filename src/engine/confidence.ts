@@ -22,27 +22,55 @@ export interface ConfidenceResult {
 export function computeConfidence(scores: SignalScores, notes: SignalNotes, config: ScoringConfig): ConfidenceResult {
   let total = 0;
   let weighted = 0;
-  for (const s of SIGNALS) {
+  let present = 0;
+  for (let i = 0; i < SIGNALS.length; i++) {
+    const s = SIGNALS[i];
     const v = scores[s];
     if (v !== null) {
       total += config.weights[s];
       weighted += config.weights[s] * v;
+      present |= 1 << i;
     }
   }
   const final_confidence = total === 0 ? 0 : round1(weighted / total);
+  const shares = weightShares(config, present, total);
   const weights = {} as Record<SignalName, number>;
   const parts: string[] = [];
-  for (const s of SIGNALS) {
+  for (let i = 0; i < SIGNALS.length; i++) {
+    const s = SIGNALS[i];
     const v = scores[s];
     const note = notes[s];
+    weights[s] = shares.values[i];
     if (v === null) {
-      weights[s] = 0;
       parts.push(`${s} n/a${note ? ` (${note})` : ''}, weight ${config.weights[s]} redistributed`);
     } else {
-      const w = total === 0 ? 0 : config.weights[s] / total;
-      weights[s] = w;
-      parts.push(`${s} ${v}${note ? ` (${note})` : ''} x ${w.toFixed(3)}`);
+      parts.push(`${s} ${v}${note ? ` (${note})` : ''} x ${shares.labels[i]}`);
     }
   }
   return { final_confidence, weights, rationale: `${parts.join('; ')} => final_confidence ${final_confidence}` };
+}
+
+interface Shares {
+  values: number[];
+  /** values formatted for the rationale (toFixed(3)). */
+  labels: string[];
+}
+
+/**
+ * Each signal's effective weight depends only on which signals are present (at most 2^7 sets per config),
+ * so the shares and their printed form are computed once per set: formatting them was most of this
+ * function's cost, which runs for every pre-check and post-check.
+ */
+const sharesCache = new WeakMap<ScoringConfig, Map<number, Shares>>();
+
+function weightShares(config: ScoringConfig, present: number, total: number): Shares {
+  let byPresent = sharesCache.get(config);
+  if (byPresent === undefined) sharesCache.set(config, (byPresent = new Map()));
+  let shares = byPresent.get(present);
+  if (shares === undefined) {
+    const values = SIGNALS.map((s, i) => ((present & (1 << i)) === 0 || total === 0 ? 0 : config.weights[s] / total));
+    shares = { values, labels: values.map((w) => w.toFixed(3)) };
+    byPresent.set(present, shares);
+  }
+  return shares;
 }
