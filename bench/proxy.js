@@ -6,6 +6,7 @@
 //   - requests/s through the sidecar at 16 connections, and the sidecar's CPU per call at ~500 req/s;
 //   - the same for a bare Node forwarder (bench/bare-proxy.js: node:http + undici, nothing else), the floor
 //     any Node proxy pays on this machine;
+// those three run interleaved BENCH_PROXY_ROUNDS times (default 3) and each figure is the median;
 // then time to first streamed byte (and to the first content byte, which waits for the guard window)
 // direct vs sidecar, sequential, and the sidecar's peak RSS (VmHWM).
 // wrk is a Debian package: without it this module says so and returns no latency figures.
@@ -20,7 +21,8 @@ import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
-const DURATION_S = Number(process.env.BENCH_PROXY_DURATION ?? 8);
+const DURATION_S = Number(process.env.BENCH_PROXY_DURATION ?? 5);
+const ROUNDS = Number(process.env.BENCH_PROXY_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_PROXY_CONNECTIONS ?? 16);
 const RATE = Number(process.env.BENCH_PROXY_RATE ?? 500);
 const RATE_CONNECTIONS = 10;
@@ -237,29 +239,36 @@ export default async function run() {
     const direct = `${mockUrl}/v1/chat/completions`;
     const proxied = `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`;
 
-    console.error('bench proxy: warm-up');
-    await wrk(proxied, { connections: CONNECTIONS, seconds: 3 }, script);
-    await wrk(direct, { connections: CONNECTIONS, seconds: 1 }, script);
-
-    console.error(`bench proxy: ${CONNECTIONS} connections, ${DURATION_S} s each`);
-    const dC = await wrk(direct, { connections: CONNECTIONS, seconds: DURATION_S }, script);
-    const sC = await wrk(proxied, { connections: CONNECTIONS, seconds: DURATION_S }, script);
-
-    const pace = Math.round((1000 * RATE_CONNECTIONS) / RATE);
-    console.error(`bench proxy: ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${pace} ms apart), ${DURATION_S} s each`);
-    const dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
-    const sR = await pacedWithCpu(proxied, sidecar.child.pid, script);
-
     // The floor: a bare Node forwarder (no checks, no ledger) in front of the same upstream.
     const barePort = await freePort();
     const bare = await startProcess([BARE, String(barePort), mockUrl], {}, /bare-proxy listening on (\d+)/);
     children.push(bare.child);
     const bareUrl = `http://127.0.0.1:${barePort}/openai/v1/chat/completions`;
-    console.error('bench proxy: bare Node proxy (the floor), same runs');
-    await wrk(bareUrl, { connections: CONNECTIONS, seconds: 2 }, script);
-    const bC = await wrk(bareUrl, { connections: CONNECTIONS, seconds: DURATION_S }, script);
-    const bR = await pacedWithCpu(bareUrl, bare.child.pid, script);
+
+    console.error('bench proxy: warm-up');
+    await wrk(proxied, { connections: CONNECTIONS, seconds: 3 }, script);
+    await wrk(bareUrl, { connections: CONNECTIONS, seconds: 1 }, script);
+    await wrk(direct, { connections: CONNECTIONS, seconds: 1 }, script);
+
+    // This VM's figures move by ±30 % from one minute to the next, so direct, sidecar and bare forwarder
+    // run interleaved, ROUNDS times, and each figure is the median over the rounds.
+    const pace = Math.round((1000 * RATE_CONNECTIONS) / RATE);
+    const rounds = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      console.error(`bench proxy: round ${i + 1}/${ROUNDS}: ${CONNECTIONS} connections, then ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${pace} ms apart), ${DURATION_S} s each`);
+      const dC = await wrk(direct, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+      const sC = await wrk(proxied, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+      const bC = await wrk(bareUrl, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+      const dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
+      const sR = await pacedWithCpu(proxied, sidecar.child.pid, script);
+      const bR = await pacedWithCpu(bareUrl, bare.child.pid, script);
+      rounds.push({ dC, sC, bC, dR, sR, bR });
+    }
     bare.child.kill('SIGTERM');
+    const med = (f) => {
+      const v = rounds.map(f).sort((a, b) => a - b);
+      return v.length % 2 === 1 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+    };
 
     console.error(`bench proxy: ${STREAM_SAMPLES} sequential streamed calls each`);
     const dS = await firstBytes(direct, STREAM_SAMPLES);
@@ -267,21 +276,22 @@ export default async function run() {
     clearInterval(sampler);
 
     return {
-      'proxy direct p50 ms @500rps': r3(dR.p50),
-      'proxy sidecar p50 ms @500rps': r3(sR.p50),
-      'proxy added p50 ms @500rps': r3(sR.p50 - dR.p50),
-      'proxy added p99 ms @500rps': r3(sR.p99 - dR.p99),
-      'proxy achieved rps (paced)': Math.round(sR.rps),
-      'proxy sidecar CPU ms per call @500rps': r3(sR.cpuMsPerCall),
-      'proxy bare-node added p50 ms @500rps': r3(bR.p50 - dR.p50),
-      'proxy bare-node added p99 ms @500rps': r3(bR.p99 - dR.p99),
-      'proxy bare-node CPU ms per call @500rps': r3(bR.cpuMsPerCall),
-      [`proxy bare-node req/s @${CONNECTIONS}c`]: Math.round(bC.rps),
-      [`proxy added p50 ms @${CONNECTIONS}c`]: r3(sC.p50 - dC.p50),
-      [`proxy added p99 ms @${CONNECTIONS}c`]: r3(sC.p99 - dC.p99),
-      [`proxy direct req/s @${CONNECTIONS}c`]: Math.round(dC.rps),
-      [`proxy sidecar req/s @${CONNECTIONS}c`]: Math.round(sC.rps),
-      'proxy non-2xx': dC.non2xx + sC.non2xx + dR.non2xx + sR.non2xx,
+      'proxy rounds (figures are medians)': ROUNDS,
+      'proxy direct p50 ms @500rps': r3(med((r) => r.dR.p50)),
+      'proxy sidecar p50 ms @500rps': r3(med((r) => r.sR.p50)),
+      'proxy added p50 ms @500rps': r3(med((r) => r.sR.p50 - r.dR.p50)),
+      'proxy added p99 ms @500rps': r3(med((r) => r.sR.p99 - r.dR.p99)),
+      'proxy achieved rps (paced)': Math.round(med((r) => r.sR.rps)),
+      'proxy sidecar CPU ms per call @500rps': r3(med((r) => r.sR.cpuMsPerCall)),
+      'proxy bare-node added p50 ms @500rps': r3(med((r) => r.bR.p50 - r.dR.p50)),
+      'proxy bare-node added p99 ms @500rps': r3(med((r) => r.bR.p99 - r.dR.p99)),
+      'proxy bare-node CPU ms per call @500rps': r3(med((r) => r.bR.cpuMsPerCall)),
+      [`proxy bare-node req/s @${CONNECTIONS}c`]: Math.round(med((r) => r.bC.rps)),
+      [`proxy added p50 ms @${CONNECTIONS}c`]: r3(med((r) => r.sC.p50 - r.dC.p50)),
+      [`proxy added p99 ms @${CONNECTIONS}c`]: r3(med((r) => r.sC.p99 - r.dC.p99)),
+      [`proxy direct req/s @${CONNECTIONS}c`]: Math.round(med((r) => r.dC.rps)),
+      [`proxy sidecar req/s @${CONNECTIONS}c`]: Math.round(med((r) => r.sC.rps)),
+      'proxy non-2xx': rounds.reduce((n, r) => n + r.dC.non2xx + r.sC.non2xx + r.bC.non2xx + r.dR.non2xx + r.sR.non2xx + r.bR.non2xx, 0),
       'proxy first byte ms direct': r3(dS.firstByte),
       'proxy first byte ms sidecar': r3(sS.firstByte),
       'proxy first text byte ms direct': r3(dS.firstText),
