@@ -56,6 +56,8 @@ export interface LmdbStorageOptions extends StorageOptions {
   parallelVerifyFallback?: boolean;
   /** Rows per chunk of a parallel verify (default 1,024; tests use tiny chunks to exercise stitching). */
   verifyChunkRows?: number;
+  /** See IDLE_FLUSH_MS (default); tests pin a ledger to always idle (-1) or always busy (Infinity). */
+  idleFlushMs?: number;
 }
 
 /** A row appended but not yet acknowledged. */
@@ -140,6 +142,7 @@ class LmdbLedger implements Ledger {
     private readonly parallelVerifyFallback: boolean,
     private readonly verifyChunkRows: number,
     private readonly durability: LedgerDurability,
+    private readonly idleFlushMs: number,
   ) {
     this.builder = new RowBuilder(head, payloadKey);
     this.committedHead = head;
@@ -189,7 +192,7 @@ class LmdbLedger implements Ledger {
       // Busy (a batch began within the last IDLE_FLUSH_MS): wait for setImmediate, so that appends from
       // every request handled in this loop turn join one batch. Idle: commit at the end of this task,
       // because there is nobody to batch with and waiting only adds latency (~0.35 ms a call at 500 req/s).
-      if (performance.now() - this.lastFlushAt > IDLE_FLUSH_MS) queueMicrotask(this.flushBound);
+      if (performance.now() - this.lastFlushAt > this.idleFlushMs) queueMicrotask(this.flushBound);
       else setImmediate(this.flushBound);
     }
     return promise;
@@ -720,6 +723,7 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       env, rows, rowsRaw, envelopes, postChecks, agentStats, meta, payloadKey, head, breakAtSeq, path,
       opts.parallelVerifyMinRows ?? DEFAULT_PARALLEL_VERIFY_MIN_ROWS, opts.parallelVerifyFallback ?? true,
       Math.max(1, opts.verifyChunkRows ?? DEFAULT_VERIFY_CHUNK_ROWS), opts.durability ?? 'fsync',
+      opts.idleFlushMs ?? IDLE_FLUSH_MS,
     );
     const kvStore = new LmdbKv(env, kv);
     let closing: Promise<void> | null = null;

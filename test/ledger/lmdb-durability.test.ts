@@ -233,3 +233,32 @@ t.test('duplicates are refused whatever their order against the stored keys, acr
   }
   t.equal((await ledger.verify()).valid, true);
 });
+
+t.test('an idle ledger commits within the current task; a busy one waits for the loop turn to batch', async (t) => {
+  const microtasks = async () => {
+    for (let i = 0; i < 10; i++) await null;
+  };
+  for (const durability of ['commit', 'fsync'] as const) {
+    // Pinned idle: every append commits without waiting for the event loop to turn.
+    const idleStorage = await openLmdbStorage(tempLedgerDir(t), { durability, idleFlushMs: -1 });
+    let idleDone = false;
+    const idle = idleStorage.ledger.append(entry()).then(() => (idleDone = true));
+    await microtasks();
+    // A commit-durability ledger commits on this thread, so the row is acknowledged within the task; an
+    // fsync one has handed it to the write thread by now (acknowledged once the disk confirms).
+    if (durability === 'commit') t.equal(idleDone, true, 'commit: acknowledged before the event loop turned');
+    await idle;
+    await idleStorage.close();
+
+    // Pinned busy: appends wait for setImmediate, so that this turn's appends share one commit.
+    const busyStorage = await openLmdbStorage(tempLedgerDir(t), { durability, idleFlushMs: Infinity });
+    let busyDone = 0;
+    const busy = [busyStorage.ledger.append(entry()), busyStorage.ledger.append(entry())].map((p) => p.then(() => busyDone++));
+    await microtasks();
+    t.equal(busyDone, 0, `${durability}: not before the end of the turn`);
+    await Promise.all(busy);
+    t.equal(busyDone, 2);
+    t.equal((await busyStorage.ledger.verify()).rows_checked, 2);
+    await busyStorage.close();
+  }
+});
