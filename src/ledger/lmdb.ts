@@ -23,7 +23,8 @@ export const LEDGER_FORMAT = 1;
 /**
  * A ledger that began no batch for this long is idle: its next append commits without waiting for the
  * loop turn to end. 1 ms, measured on the sidecar: below ~1,000 calls/s this cut the added p50 by ~0.3 ms,
- * and under 16 connections batches still form (throughput unchanged within noise).
+ * and under 16 connections batches still form (throughput unchanged within noise). 0.25 ms measured
+ * ~15 % fewer calls/s at 16 connections: too many one-call commits.
  */
 const IDLE_FLUSH_MS = 1;
 
