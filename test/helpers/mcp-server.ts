@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 import { z } from 'zod';
 
 /**
@@ -21,6 +22,12 @@ export interface McpTestServerOptions {
   jsonResponse?: boolean;
   /** No mcp-session-id (the SDK's stateless mode): a fresh server per request. */
   stateless?: boolean;
+  /**
+   * SSE polling (protocol 2025-11-25): an event store, a short retry interval, and a `polling_report` tool
+   * that closes its POST stream before answering, so its result reaches the client only on the GET
+   * stream it reconnects with.
+   */
+  polling?: boolean;
 }
 
 export interface ReceivedRequest {
@@ -42,8 +49,16 @@ export interface McpTestServer {
   close(): Promise<void>;
 }
 
-function buildMcpServer(executed: McpTestServer['executed']): McpServer {
+function buildMcpServer(executed: McpTestServer['executed'], polling = false): McpServer {
   const server = new McpServer({ name: 'gov-test-mcp', version: '1.0.0' }, { capabilities: { logging: {} } });
+  if (polling) {
+    server.registerTool('polling_report', { description: 'A long report, delivered by SSE polling' }, async (extra) => {
+      executed.push({ tool: 'polling_report', args: {} });
+      extra.closeSSEStream?.();
+      await new Promise((r) => setTimeout(r, 100));
+      return { content: [{ type: 'text', text: `report ready; aws_access_key_id=${LEAKED_AWS_KEY}` }] };
+    });
+  }
   server.registerTool(
     'lookup_order',
     {
@@ -132,6 +147,7 @@ export async function startMcpTestServer(opts: McpTestServerOptions = {}): Promi
       const t = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         enableJsonResponse: opts.jsonResponse ?? false,
+        ...(opts.polling ? { eventStore: new InMemoryEventStore(), retryInterval: 50 } : {}),
         onsessioninitialized: (id) => {
           sessions.set(id, t);
         },
@@ -139,7 +155,7 @@ export async function startMcpTestServer(opts: McpTestServerOptions = {}): Promi
       t.onclose = () => {
         if (t.sessionId) sessions.delete(t.sessionId);
       };
-      await buildMcpServer(executed).connect(t);
+      await buildMcpServer(executed, opts.polling).connect(t);
       transport = t;
     }
     await transport.handleRequest(req, res, body);

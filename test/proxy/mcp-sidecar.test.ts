@@ -182,6 +182,35 @@ t.test('the GET stream: server notifications pass, an answer no post-check saw n
   t.match(row, { phase: 'pre_check', payload: { request: { framework: 'MCP', metadata: { method: 'GET', governed: false } } } }, 'the GET is audited by its pre-check row');
 });
 
+t.test('SSE polling: a result the server defers to the GET stream is never released, and the client hears so at once', async (t) => {
+  // Direct, the real SDK client gets the result by polling: it reconnects on GET and the server replays it.
+  const direct = await startMcpTestServer({ polling: true });
+  t.teardown(() => direct.close());
+  const plain = await connect(t, direct.url);
+  const viaPolling = await plain.client.callTool({ name: 'polling_report', arguments: {} });
+  t.match(JSON.stringify(viaPolling), LEAKED_AWS_KEY, 'direct: the server does deliver the result by polling');
+
+  // Through the sidecar that delivery is one no post-check saw: the client gets a governance error on the
+  // call's id instead of the result, and gets it now, not at its request timeout.
+  const { sc, mcp, endpoint } = await rig(t, { polling: true });
+  await sc.api('PUT', `/v1/agents/${AGENT}/manifest`, { tools: [...MANIFEST.tools, { name: 'polling_report' }] });
+  const c = await connect(t, endpoint);
+  const started = performance.now();
+  const err = await c.client.callTool({ name: 'polling_report', arguments: {} }, undefined, { timeout: 20_000 }).then(
+    (r) => ({ unexpected: r }),
+    (e: { code?: number; message?: string }) => e,
+  );
+  const waited = performance.now() - started;
+  t.match(err, { code: MCP_GOVERNANCE_WITHHELD, message: /without its result.*GET stream \(SSE polling\)/ });
+  t.notMatch(JSON.stringify(err), LEAKED_AWS_KEY);
+  t.ok(waited < 10_000, `answered without waiting for the client's timeout (${Math.round(waited)} ms)`);
+  t.same(mcp.executed.map((e) => e.tool), ['polling_report'], 'the tool ran');
+  // The call is audited: its post-check records that the POST stream carried no result.
+  const envelope = c.seen.map((h) => h.get('x-gov-envelope-id')).filter((v) => v !== null).pop()!;
+  const row = (await sc.api('GET', `/v1/audit/executions/${envelope}`)).body;
+  t.match(row, { phase: 'post_check', payload: { request: { output: { error: { message: /no answer/ } } } } });
+});
+
 t.test('an unknown MCP name is a JSON-RPC 404; the kill switch refuses before the server', async (t) => {
   const { sc, mcp, endpoint } = await rig(t);
   const unknown = await fetch(`${sc.proxyUrl}/mcp/nope`, { method: 'POST', headers: JSON_AND_SSE, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });

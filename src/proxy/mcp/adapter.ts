@@ -74,6 +74,9 @@ const ERROR_CODES: Record<ProxyErrorInfo['kind'], number> = {
   internal_error: JSONRPC_INTERNAL_ERROR,
 };
 
+const UNCHECKED_DELIVERY =
+  'the MCP server ended this tools/call stream without its result; a result it delivers later on the GET stream (SSE polling) is one the sidecar cannot check, so it is not released. The tool may have run: its post-check envelope is in X-Gov-Envelope-Id';
+
 export class McpAdapter implements ProtocolAdapter {
   readonly kind = 'mcp';
   readonly framework = 'MCP' as const;
@@ -186,7 +189,16 @@ export class McpAdapter implements ProtocolAdapter {
       return isSessionError(m) ? m : null;
     };
     const ct = String(response.headers['content-type'] ?? '');
-    if (ct.toLowerCase().startsWith('text/event-stream')) return rewriteSse(response.body, govern);
+    if (ct.toLowerCase().startsWith('text/event-stream')) {
+      const rewritten = rewriteSse(response.body, govern);
+      const call = state.call;
+      if (call === null || answerMessages(response)?.some((m) => isResponse(m) && idKey(m.id) === idKey(call.id)) !== false) return rewritten;
+      // The server ended the call's stream without its answer: it means to deliver it later on the GET
+      // stream (SSE polling), where no post-check sees it, so the sidecar never releases it. Say so now on
+      // the call's id, rather than leave the client waiting for an answer that cannot come.
+      const notice = jsonRpcError(call.id, MCP_GOVERNANCE_WITHHELD, UNCHECKED_DELIVERY, { type: 'unchecked_delivery' });
+      return Buffer.concat([rewritten ?? response.body, Buffer.from(encodeSseMessage(notice))]);
+    }
     const messages = answerMessages(response);
     if (messages === null) return null;
     const { kept, changed } = governAll(messages, govern);
