@@ -90,7 +90,12 @@ t.test('rewriteReleased: tools/list filtered, strays dropped, untouched answers 
   t.equal(a.rewriteReleased(json({ jsonrpc: '2.0', id: 1, result: { content: [] } }), c), null, 'the released result goes out as the upstream sent it');
   t.same(JSON.parse(a.rewriteReleased(json([{ jsonrpc: '2.0', id: 1, result: {} }, { jsonrpc: '2.0', id: 9, result: { secret: 1 } }]), c)!.toString()), { jsonrpc: '2.0', id: 1, result: {} });
   t.equal(a.rewriteReleased(json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }), c), null);
-  t.equal(decodeSseMessages(a.rewriteReleased(sse(encodeSseMessage({ jsonrpc: '2.0', id: 9, result: {} }) + 'data: junk\n\n'), c)!).length, 0);
+  t.equal(a.rewriteReleased(sse(encodeSseMessage({ jsonrpc: '2.0', id: 1, result: { content: [] } })), c), null, 'an SSE result goes out as sent');
+  // A stream without the call's result (the server means to deliver it by polling on GET): strays are
+  // dropped and the call's id gets the unchecked-delivery error instead of silence.
+  const withoutResult = decodeSseMessages(a.rewriteReleased(sse(encodeSseMessage({ jsonrpc: '2.0', id: 9, result: {} }) + 'data: junk\n\n'), c)!);
+  t.equal(withoutResult.length, 1);
+  t.match(withoutResult[0], { jsonrpc: '2.0', id: 1, error: { code: MCP_GOVERNANCE_WITHHELD, message: /without its result/, data: { type: 'unchecked_delivery' } } });
 });
 
 t.test('errors in JSON-RPC on the request ids; refused before, withheld after the answer', async (t) => {
