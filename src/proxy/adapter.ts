@@ -76,10 +76,27 @@ export interface ProtocolAdapter {
   passStreamFilter?(call: CallContext): ((event: SseEvent) => string) | null;
 
   /**
+   * Optional continuation of an answer the upstream ended before it was complete: an MCP server that closes
+   * a `tools/call` stream early so that the client resumes it (SSE polling) gets that resumption from the
+   * sidecar instead, so the result is post-checked like any other. Returns the headers of the resuming GET
+   * and the test of the event that completes the answer; null when the answer is complete or cannot be
+   * resumed.
+   */
+  resumeAnswer?(response: UpstreamAnswer, proposal: Proposal): AnswerResumption | null;
+
+  /**
    * Optional rewrite of a released non-streamed body (MCP filters `tools/list` to declared tools). Return
    * null to release the upstream bytes unchanged, which is the fast path.
    */
   rewriteReleased?(response: UpstreamAnswer, proposal: Proposal, inspected: Inspected): Buffer | null;
+}
+
+/** How to resume an answer the upstream ended early (ProtocolAdapter.resumeAnswer). */
+export interface AnswerResumption {
+  /** Added to the caller's headers on the resuming GET (e.g. `last-event-id`, `accept`). */
+  headers: Record<string, string>;
+  /** True for the event that completes the answer: the core stops reading there. */
+  isComplete(event: SseEvent): boolean;
 }
 
 /** What a sidecar gives every adapter it builds: shared state, never the composition itself. */

@@ -5,7 +5,7 @@ import type { Outcome } from '../contracts/common.js';
 import type { PostCheckRequest, PostCheckResponse, PreCheckRequest } from '../contracts/runtime.js';
 import type { Governor, HeldPreCheck } from '../runtime/governor.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
-import type { AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
+import type { AnswerResumption, AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
 import { disposition, type EscalatePolicy } from './disposition.js';
 import { callerResponseHeaders, upstreamRequestHeaders } from './headers.js';
 import { clip } from './message-text.js';
@@ -361,11 +361,18 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   } catch (e) {
     return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }
-  const latency = performance.now() - t0;
-  const answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
+  let answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
   const adapter = call.route.adapter;
+  let resumed = 0;
+  for (let r = up.status < 300 ? adapter.resumeAnswer?.(answer, call.proposal) : null; r != null && resumed < MAX_RESUMPTIONS; r = adapter.resumeAnswer?.(answer, call.proposal)) {
+    resumed++;
+    const more = await resumeBody(core, call, r);
+    if (more === null) break;
+    answer = { ...answer, body: Buffer.concat([answer.body, more]) };
+  }
+  const latency = performance.now() - t0;
   const inspected = up.status < 400 ? adapter.inspect(answer, call.proposal) : (adapter.inspectError?.(answer, call.proposal) ?? errorInspected(answer));
-  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency));
+  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, resumed > 0 ? { resumed_answer: resumed } : undefined));
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;
   const headers = govHeaders(postId, outcome, 'post_check', pre.held.envelopeId);
@@ -377,12 +384,55 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
     return err.status;
   }
   recordAsked(core, call, inspected.askedToolCalls, postId);
-  const body = adapter.rewriteReleased?.(answer, call.proposal, inspected) ?? raw;
+  const body = adapter.rewriteReleased?.(answer, call.proposal, inspected) ?? answer.body;
   const out = callerResponseHeaders(up.headers, headers);
   out['content-length'] = body.length;
   call.res.writeHead(up.status, out);
   call.res.end(body);
   return up.status;
+}
+
+/** A server that keeps closing a stream early is not followed forever. */
+const MAX_RESUMPTIONS = 5;
+
+/**
+ * The events of one resuming GET (ProtocolAdapter.resumeAnswer), read up to the event that completes the
+ * answer; null when the upstream would not resume (not an SSE 200) or failed. Bounded like any answer.
+ */
+async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption): Promise<Buffer | null> {
+  const headers = upstreamRequestHeaders(call.ctx.headers);
+  delete headers['content-type'];
+  Object.assign(headers, r.headers);
+  let up: UpstreamResponse;
+  try {
+    up = await core.pools.request(call.route.target, 'GET', call.upstreamPath, headers, null, call.abort, call.route.timeoutMs);
+  } catch {
+    return null;
+  }
+  if (up.status !== 200 || !String(up.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream')) {
+    up.body.destroy();
+    return null;
+  }
+  const parser = new SseParser();
+  let text = '';
+  let complete = false;
+  const onEvent = (ev: SseEvent) => {
+    if (complete) return;
+    text += ev.raw;
+    if (r.isComplete(ev)) complete = true;
+  };
+  try {
+    for await (const chunk of up.body) {
+      parser.push(chunk as Buffer, onEvent);
+      if (complete || text.length > core.maxAnswerBytes) break;
+    }
+    if (!complete) parser.end(onEvent);
+  } catch {
+    return null;
+  } finally {
+    up.body.destroy();
+  }
+  return Buffer.from(text);
 }
 
 /** Records a post-check over `inspected` and refuses the call with it (the answer is not released). */

@@ -23,9 +23,9 @@ export interface McpTestServerOptions {
   /** No mcp-session-id (the SDK's stateless mode): a fresh server per request. */
   stateless?: boolean;
   /**
-   * SSE polling (protocol 2025-11-25): an event store, a short retry interval, and a `polling_report` tool
-   * that closes its POST stream before answering, so its result reaches the client only on the GET
-   * stream it reconnects with.
+   * SSE polling (protocol 2025-11-25): an event store, a short retry interval, and `polling_status` /
+   * `polling_report` tools that close their POST stream before answering, so their result reaches the
+   * client only on the stream it resumes with a GET.
    */
   polling?: boolean;
 }
@@ -52,6 +52,13 @@ export interface McpTestServer {
 function buildMcpServer(executed: McpTestServer['executed'], polling = false): McpServer {
   const server = new McpServer({ name: 'gov-test-mcp', version: '1.0.0' }, { capabilities: { logging: {} } });
   if (polling) {
+    // Both close their POST stream first, so the result arrives only on the stream the client resumes.
+    server.registerTool('polling_status', { description: 'A long status check, delivered by SSE polling' }, async (extra) => {
+      executed.push({ tool: 'polling_status', args: {} });
+      extra.closeSSEStream?.();
+      await new Promise((r) => setTimeout(r, 100));
+      return { content: [{ type: 'text', text: 'All systems nominal.' }] };
+    });
     server.registerTool('polling_report', { description: 'A long report, delivered by SSE polling' }, async (extra) => {
       executed.push({ tool: 'polling_report', args: {} });
       extra.closeSSEStream?.();

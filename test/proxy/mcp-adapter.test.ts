@@ -131,3 +131,18 @@ t.test('the GET stream: server requests and notifications pass byte for byte, an
   t.same(decodeSseMessages(out).map((m) => ('method' in m ? m.method : m.id)), ['notifications/tools/list_changed', 'sampling/createMessage', null, 'notifications/message']);
   t.match(out, /id: e4\nevent: message\ndata: \[\{"jsonrpc":"2.0","method":"notifications\/message","params":\{\}\}\]\n\n/, 'a batch keeps its notification, re-encoded with its event id');
 });
+
+t.test('resumeAnswer: a tools/call stream that ended early is resumed from its last event id', async (t) => {
+  const a = adapter();
+  const c = a.propose(call(1, 'lookup_order'), ctx);
+  const result = encodeSseMessage({ jsonrpc: '2.0', id: 1, result: { content: [] } }, 'ev-3');
+  t.equal(a.resumeAnswer(sse(result), c), null, 'answered: nothing to resume');
+  t.equal(a.resumeAnswer(sse(': no id\n\n'), c), null, 'no event id: cannot be resumed');
+  const r = a.resumeAnswer(sse('id: ev-1\ndata: \n\n' + encodeSseMessage({ jsonrpc: '2.0', method: 'notifications/message', params: {} }, 'ev-2')), c);
+  t.same(r?.headers, { accept: 'text/event-stream', 'last-event-id': 'ev-2' });
+  const [answerEvent] = sseEvents(result);
+  const [other] = sseEvents(encodeSseMessage({ jsonrpc: '2.0', id: 2, result: {} }));
+  t.equal(r?.isComplete(answerEvent), true);
+  t.equal(r?.isComplete(other), false, "another id's answer does not complete it");
+  t.equal(a.resumeAnswer(sse('id: ev-1\ndata: \n\n'), a.propose({ jsonrpc: '2.0', id: 3, method: 'tools/list' }, ctx)), null, 'only a tools/call is resumed');
+});

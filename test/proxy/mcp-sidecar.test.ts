@@ -182,32 +182,57 @@ t.test('the GET stream: server notifications pass, an answer no post-check saw n
   t.match(row, { phase: 'pre_check', payload: { request: { framework: 'MCP', metadata: { method: 'GET', governed: false } } } }, 'the GET is audited by its pre-check row');
 });
 
-t.test('SSE polling: a result the server defers to the GET stream is never released, and the client hears so at once', async (t) => {
-  // Direct, the real SDK client gets the result by polling: it reconnects on GET and the server replays it.
+t.test('SSE polling: the sidecar resumes a stream the server closed early, so the result is post-checked', async (t) => {
+  // Direct, the real SDK client gets the result by polling: it resumes on GET and the server replays it.
   const direct = await startMcpTestServer({ polling: true });
   t.teardown(() => direct.close());
   const plain = await connect(t, direct.url);
-  const viaPolling = await plain.client.callTool({ name: 'polling_report', arguments: {} });
-  t.match(JSON.stringify(viaPolling), LEAKED_AWS_KEY, 'direct: the server does deliver the result by polling');
+  t.match(JSON.stringify(await plain.client.callTool({ name: 'polling_report', arguments: {} })), LEAKED_AWS_KEY, 'direct: delivered by polling');
 
-  // Through the sidecar that delivery is one no post-check saw: the client gets a governance error on the
-  // call's id instead of the result, and gets it now, not at its request timeout.
   const { sc, mcp, endpoint } = await rig(t, { polling: true });
-  await sc.api('PUT', `/v1/agents/${AGENT}/manifest`, { tools: [...MANIFEST.tools, { name: 'polling_report' }] });
+  await sc.api('PUT', `/v1/agents/${AGENT}/manifest`, { tools: [...MANIFEST.tools, { name: 'polling_status' }, { name: 'polling_report' }] });
   const c = await connect(t, endpoint);
-  const started = performance.now();
-  const err = await c.client.callTool({ name: 'polling_report', arguments: {} }, undefined, { timeout: 20_000 }).then(
+  const lastEnvelope = () => c.seen.map((h) => h.get('x-gov-envelope-id')).filter((v) => v !== null).pop()!;
+
+  // A clean result comes back on the POST stream the client opened, after its post-check.
+  const ok = await c.client.callTool({ name: 'polling_status', arguments: {} });
+  t.match(ok, { content: [{ type: 'text', text: 'All systems nominal.' }] });
+  const okRow = (await sc.api('GET', `/v1/audit/executions/${lastEnvelope()}`)).body;
+  t.match(okRow, { phase: 'post_check', decision: 'approve', payload: { request: { output: { text: 'All systems nominal.' }, metadata: { resumed_answer: 1 } } } });
+
+  // A result that leaks a secret is withheld like any other, although it arrived by polling.
+  const err = await c.client.callTool({ name: 'polling_report', arguments: {} }).then(
     (r) => ({ unexpected: r }),
     (e: { code?: number; message?: string }) => e,
   );
-  const waited = performance.now() - started;
-  t.match(err, { code: MCP_GOVERNANCE_WITHHELD, message: /without its result.*GET stream \(SSE polling\)/ });
+  t.match((err as { message?: string }).message, new RegExp(`"code":${MCP_GOVERNANCE_WITHHELD}.*secret-aws-access-key`), 'withheld as any leaking result');
   t.notMatch(JSON.stringify(err), LEAKED_AWS_KEY);
-  t.ok(waited < 10_000, `answered without waiting for the client's timeout (${Math.round(waited)} ms)`);
-  t.same(mcp.executed.map((e) => e.tool), ['polling_report'], 'the tool ran');
-  // The call is audited: its post-check records that the POST stream carried no result.
-  const envelope = c.seen.map((h) => h.get('x-gov-envelope-id')).filter((v) => v !== null).pop()!;
-  const row = (await sc.api('GET', `/v1/audit/executions/${envelope}`)).body;
+  t.same(mcp.executed.map((e) => e.tool), ['polling_status', 'polling_report'], 'both tools ran once');
+  const gets = mcp.requests.filter((r) => r.method === 'GET' && r.headers['last-event-id'] !== undefined);
+  t.ok(gets.length >= 2, 'the sidecar resumed each stream with Last-Event-ID');
+  t.ok(gets.every((r) => r.headers.authorization === CALLER_SECRET), "with the caller's own credentials");
+});
+
+t.test('a stream that ends without the result and cannot be resumed: the client hears so at once', async (t) => {
+  // No event id to resume from: the result can only come some other way, unchecked, so it never will.
+  const server = await startMockUpstream((r) => {
+    const body = r.body as { id?: number; method?: string } | undefined;
+    if (body?.method === 'tools/call') return { sse: [': the result will follow elsewhere\n\n'] };
+    return { json: { jsonrpc: '2.0', id: body?.id ?? null, result: {} } };
+  });
+  t.teardown(() => server.close());
+  const { sc } = await rig(t, {}, { GOV_UPSTREAM_MCP_LATE: server.url });
+  const started = performance.now();
+  const res = await fetch(`${sc.proxyUrl}/mcp/late`, {
+    method: 'POST',
+    headers: JSON_AND_SSE,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'lookup_order', arguments: { order_id: '1' } } }),
+  });
+  t.equal(res.status, 200);
+  const got = await answers(res);
+  t.ok(performance.now() - started < 5000);
+  t.match(got, [{ jsonrpc: '2.0', id: 5, error: { code: MCP_GOVERNANCE_WITHHELD, message: /could not resume it/, data: { type: 'unchecked_delivery' } } }]);
+  const row = (await sc.api('GET', `/v1/audit/executions/${res.headers.get('x-gov-envelope-id')}`)).body;
   t.match(row, { phase: 'post_check', payload: { request: { output: { error: { message: /no answer/ } } } } });
 });
 

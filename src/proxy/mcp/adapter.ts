@@ -1,4 +1,4 @@
-import { ProposalError, type AdapterContext, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
+import { ProposalError, type AdapterContext, type AnswerResumption, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
 import { hasDuplicateKeys } from '../json-duplicate-keys.js';
 import type { SseEvent } from '../sse.js';
 import { toolCallLinkMetadata } from '../tool-call-links.js';
@@ -75,7 +75,7 @@ const ERROR_CODES: Record<ProxyErrorInfo['kind'], number> = {
 };
 
 const UNCHECKED_DELIVERY =
-  'the MCP server ended this tools/call stream without its result; a result it delivers later on the GET stream (SSE polling) is one the sidecar cannot check, so it is not released. The tool may have run: its post-check envelope is in X-Gov-Envelope-Id';
+  'the MCP server ended this tools/call stream without its result and the sidecar could not resume it; a result it delivers later on the GET stream (SSE polling) is one the sidecar cannot check, so it is not released. The tool may have run: its post-check envelope is in X-Gov-Envelope-Id';
 
 export class McpAdapter implements ProtocolAdapter {
   readonly kind = 'mcp';
@@ -177,6 +177,29 @@ export class McpAdapter implements ProtocolAdapter {
     };
   }
 
+  /**
+   * SSE polling (protocol 2025-11-25): a server may end a POST stream before the result, having sent an
+   * event id, and expect the client to resume with a GET carrying Last-Event-ID. The sidecar resumes it
+   * itself, so the result reaches the post-check and the client sees one complete stream.
+   */
+  resumeAnswer(response: UpstreamAnswer, proposal: Proposal): AnswerResumption | null {
+    const state = stateOf(proposal);
+    const call = state?.call ?? null;
+    if (call === null || !String(response.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream')) return null;
+    const key = idKey(call.id);
+    const answers = (ev: SseEvent) => {
+      const m = sseEventMessages(ev);
+      return m.kind === 'messages' && m.messages.some((x) => isResponse(x) && idKey(x.id) === key);
+    };
+    let lastId: string | null = null;
+    for (const ev of sseEvents(response.body)) {
+      if (answers(ev)) return null;
+      if (ev.id !== null) lastId = ev.id;
+    }
+    if (lastId === null || lastId === '') return null;
+    return { headers: { accept: 'text/event-stream', 'last-event-id': lastId }, isComplete: answers };
+  }
+
   /** tools/list results filtered to the manifest; answers to ids the body did not send dropped. */
   rewriteReleased(response: UpstreamAnswer, proposal: Proposal): Buffer | null {
     const state = stateOf(proposal);
@@ -193,9 +216,10 @@ export class McpAdapter implements ProtocolAdapter {
       const rewritten = rewriteSse(response.body, govern);
       const call = state.call;
       if (call === null || answerMessages(response)?.some((m) => isResponse(m) && idKey(m.id) === idKey(call.id)) !== false) return rewritten;
-      // The server ended the call's stream without its answer: it means to deliver it later on the GET
-      // stream (SSE polling), where no post-check sees it, so the sidecar never releases it. Say so now on
-      // the call's id, rather than leave the client waiting for an answer that cannot come.
+      // The server ended the call's stream without its answer, and the sidecar could not resume it (no
+      // event id, or the resumption ended without it): an answer delivered later on the GET stream is one
+      // no post-check sees, so it is never released. Say so now on the call's id, rather than leave the
+      // client waiting for an answer that cannot come.
       const notice = jsonRpcError(call.id, MCP_GOVERNANCE_WITHHELD, UNCHECKED_DELIVERY, { type: 'unchecked_delivery' });
       return Buffer.concat([rewritten ?? response.body, Buffer.from(encodeSseMessage(notice))]);
     }
