@@ -366,7 +366,8 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   let resumed = 0;
   for (let r = up.status < 300 ? adapter.resumeAnswer?.(answer, call.proposal) : null; r != null && resumed < MAX_RESUMPTIONS; r = adapter.resumeAnswer?.(answer, call.proposal)) {
     resumed++;
-    const more = await resumeBody(core, call, r);
+    // The resumed events count against the same bound as the answer they complete.
+    const more = await resumeBody(core, call, r, core.maxAnswerBytes - answer.body.length);
     if (more === null) break;
     answer = { ...answer, body: Buffer.concat([answer.body, more]) };
   }
@@ -397,9 +398,11 @@ const MAX_RESUMPTIONS = 5;
 
 /**
  * The events of one resuming GET (ProtocolAdapter.resumeAnswer), read up to the event that completes the
- * answer; null when the upstream would not resume (not an SSE 200) or failed. Bounded like any answer.
+ * answer; null when the upstream would not resume (not an SSE 200), failed, or sent more than `budget`
+ * bytes (what is left of the answer's size bound).
  */
-async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption): Promise<Buffer | null> {
+async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption, budget: number): Promise<Buffer | null> {
+  if (budget <= 0) return null;
   const headers = upstreamRequestHeaders(call.ctx.headers);
   delete headers['content-type'];
   Object.assign(headers, r.headers);
@@ -415,16 +418,18 @@ async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption)
   }
   const parser = new SseParser();
   let text = '';
+  let size = 0;
   let complete = false;
   const onEvent = (ev: SseEvent) => {
     if (complete) return;
     text += ev.raw;
+    size += Buffer.byteLength(ev.raw);
     if (r.isComplete(ev)) complete = true;
   };
   try {
     for await (const chunk of up.body) {
       parser.push(chunk as Buffer, onEvent);
-      if (complete || text.length > core.maxAnswerBytes) break;
+      if (complete || size > budget) break;
     }
     if (!complete) parser.end(onEvent);
   } catch {
@@ -432,7 +437,7 @@ async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption)
   } finally {
     up.body.destroy();
   }
-  return Buffer.from(text);
+  return size > budget ? null : Buffer.from(text);
 }
 
 /** Records a post-check over `inspected` and refuses the call with it (the answer is not released). */
