@@ -262,7 +262,6 @@ class LmdbLedger implements Ledger {
     }
     const last = batch[batch.length - 1].built;
     const head: MetaHead = { seq: last.seq, hash: last.row.hash };
-    const firstSeq = batch[0].built.seq;
 
     if (this.durability === 'commit') {
       this.commitNow(batch, statsWrites, head);
@@ -279,13 +278,7 @@ class LmdbLedger implements Ledger {
     const flushed = this.durability === 'fsync' ? ((written as Promise<boolean> & { flushed?: Promise<unknown> }).flushed ?? written) : null;
     written.then(
       (stored) => {
-        if (!stored) {
-          this.failBatch(batch, new LedgerUnavailableError(`seq ${firstSeq} is already stored: is another process writing this ledger?`));
-          return;
-        }
-        for (const [agentId, s] of statsWrites) this.durableStats.set(agentId, s);
-        this.committedHead = head;
-        this.writing = false;
+        if (!this.settleCommit(batch, stored, statsWrites, head)) return;
         if (this.queue.length > 0) this.flush();
         if (flushed === null) this.acknowledge(batch);
         // A failed disk sync leaves the rows committed (the chain goes on) but not durable: refuse to
@@ -315,19 +308,28 @@ class LmdbLedger implements Ledger {
       this.failBatch(batch, err);
       return;
     }
-    if (!stored) {
-      this.failBatch(batch, new LedgerUnavailableError(`seq ${batch[0].built.seq} is already stored: is another process writing this ledger?`));
-      return;
-    }
-    for (const [agentId, s] of statsWrites) this.durableStats.set(agentId, s);
-    this.committedHead = head;
-    this.writing = false;
+    if (!this.settleCommit(batch, stored, statsWrites, head)) return;
     // Appends made while this batch was acknowledged join the next turn's batch.
     this.acknowledge(batch);
     if (this.queue.length > 0 && !this.scheduled) {
       this.scheduled = true;
       setImmediate(this.flushBound);
     }
+  }
+
+  /**
+   * After a batch's transaction ran, either way it commits: false (batch failed) when its first seq was
+   * already stored, else the committed state moves to the batch and the next batch may start.
+   */
+  private settleCommit(batch: PendingRow[], stored: boolean, statsWrites: Array<[string, AgentStats]>, head: MetaHead): boolean {
+    if (!stored) {
+      this.failBatch(batch, new LedgerUnavailableError(`seq ${batch[0].built.seq} is already stored: is another process writing this ledger?`));
+      return false;
+    }
+    for (const [agentId, s] of statsWrites) this.durableStats.set(agentId, s);
+    this.committedHead = head;
+    this.writing = false;
+    return true;
   }
 
   private durableStatsFor(agentId: string): AgentStats {
