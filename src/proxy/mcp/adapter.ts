@@ -204,18 +204,24 @@ export class McpAdapter implements ProtocolAdapter {
   rewriteReleased(response: UpstreamAnswer, proposal: Proposal): Buffer | null {
     const state = stateOf(proposal);
     if (state === null) return null;
+    // Set while governing: whether the answer carried the call's result (one pass over the body).
+    let callAnswered = false;
     const govern = (m: JsonRpcMessage): JsonRpcMessage | null => {
       if (!isResponse(m)) return m;
       const key = idKey(m.id);
       if (state.lists.has(key)) return m.error !== undefined ? m : { jsonrpc: '2.0', id: m.id, result: filterToolsListResult(m.result, this.context.manifest(state.agentId)).result };
-      if (state.passing.has(key) || (state.call !== null && idKey(state.call.id) === key)) return m;
+      if (state.call !== null && idKey(state.call.id) === key) {
+        callAnswered = true;
+        return m;
+      }
+      if (state.passing.has(key)) return m;
       return isSessionError(m) ? m : null;
     };
     const ct = String(response.headers['content-type'] ?? '');
     if (ct.toLowerCase().startsWith('text/event-stream')) {
       const rewritten = rewriteSse(response.body, govern);
       const call = state.call;
-      if (call === null || answerMessages(response)?.some((m) => isResponse(m) && idKey(m.id) === idKey(call.id)) !== false) return rewritten;
+      if (call === null || callAnswered) return rewritten;
       // The server ended the call's stream without its answer, and the sidecar could not resume it (no
       // event id, or the resumption ended without it): an answer delivered later on the GET stream is one
       // no post-check sees, so it is never released. Say so now on the call's id, rather than leave the
