@@ -26,6 +26,8 @@ const ROUNDS = Number(process.env.BENCH_PROXY_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_PROXY_CONNECTIONS ?? 16);
 const RATE = Number(process.env.BENCH_PROXY_RATE ?? 500);
 const RATE_CONNECTIONS = 10;
+/** Each paced connection waits this long between requests, so RATE_CONNECTIONS of them make ~RATE req/s. */
+const PACE_MS = Math.round((1000 * RATE_CONNECTIONS) / RATE);
 const STREAM_SAMPLES = Number(process.env.BENCH_PROXY_STREAM_SAMPLES ?? 200);
 const BARE = fileURLToPath(new URL('./bare-proxy.js', import.meta.url));
 /** The sidecar's default GOV_PROXY_GUARD_WINDOW_CHARS. */
@@ -189,9 +191,8 @@ function cpuMs(pid) {
 
 /** A paced wrk run that also reports the CPU `pid` spent per request during it. */
 async function pacedWithCpu(url, pid, script) {
-  const pace = Math.round((1000 * RATE_CONNECTIONS) / RATE);
   const before = cpuMs(pid);
-  const r = await wrk(url, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
+  const r = await wrk(url, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS }, script);
   r.cpuMsPerCall = (cpuMs(pid) - before) / (r.rps * DURATION_S);
   return r;
 }
@@ -252,14 +253,13 @@ export default async function run() {
 
     // This VM's figures move by ±30 % from one minute to the next, so direct, sidecar and bare forwarder
     // run interleaved, ROUNDS times, and each figure is the median over the rounds.
-    const pace = Math.round((1000 * RATE_CONNECTIONS) / RATE);
     const rounds = [];
     for (let i = 0; i < ROUNDS; i++) {
-      console.error(`bench proxy: round ${i + 1}/${ROUNDS}: ${CONNECTIONS} connections, then ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${pace} ms apart), ${DURATION_S} s each`);
+      console.error(`bench proxy: round ${i + 1}/${ROUNDS}: ${CONNECTIONS} connections, then ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${PACE_MS} ms apart), ${DURATION_S} s each`);
       const dC = await wrk(direct, { connections: CONNECTIONS, seconds: DURATION_S }, script);
       const sC = await wrk(proxied, { connections: CONNECTIONS, seconds: DURATION_S }, script);
       const bC = await wrk(bareUrl, { connections: CONNECTIONS, seconds: DURATION_S }, script);
-      const dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: pace }, script);
+      const dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS }, script);
       const sR = await pacedWithCpu(proxied, sidecar.child.pid, script);
       const bR = await pacedWithCpu(bareUrl, bare.child.pid, script);
       rounds.push({ dC, sC, bC, dR, sR, bR });
