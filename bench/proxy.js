@@ -9,15 +9,18 @@
 // those three run interleaved BENCH_PROXY_ROUNDS times (default 3) and each figure is the median;
 // then time to first streamed byte (and to the first content byte, which waits for the guard window)
 // direct vs sidecar, sequential, and the sidecar's peak RSS (VmHWM).
+// Reference proxies in front of the same upstream, measured in the same rounds, because this VM's speed
+// moves from day to day and the issue's reference figures come from another day's machine:
+//   - nginx (Debian package), when installed: the latency a native reverse proxy adds;
+//   - Portkey's gateway, when BENCH_PORTKEY_DIR names a directory where `npm install @portkey-ai/gateway`
+//     ran: the peer whose requests/s the issue asks us to triple, at 10 and 16 connections.
 // wrk is a Debian package: without it this module says so and returns no latency figures.
-import { execFile, execFileSync, spawn } from 'node:child_process';
-import { promisify } from 'node:util';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request as httpRequest, Agent } from 'node:http';
-import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BODY, cpuMs, firstBytes, freePort, GUARD_WINDOW_CHARS, hasWrk, LUA, median, memKb, r3, startProcess, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
@@ -30,171 +33,85 @@ const RATE_CONNECTIONS = 10;
 const PACE_MS = Math.round((1000 * RATE_CONNECTIONS) / RATE);
 const STREAM_SAMPLES = Number(process.env.BENCH_PROXY_STREAM_SAMPLES ?? 200);
 const BARE = fileURLToPath(new URL('./bare-proxy.js', import.meta.url));
-/** The sidecar's default GOV_PROXY_GUARD_WINDOW_CHARS. */
-const GUARD_WINDOW_CHARS = 128;
-
-const BODY = JSON.stringify({
-  model: 'gpt-4o-mini',
-  messages: [
-    { role: 'system', content: 'You are a helpful support assistant for an online shop.' },
-    { role: 'user', content: 'Can you help me with a question about my order?' },
-  ],
-});
-
-function hasWrk() {
-  try {
-    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch (e) {
-    // wrk --version exits 1 after printing its banner; only a missing binary is ENOENT.
-    return e.code !== 'ENOENT';
-  }
-}
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** Spawns a node script and resolves once its stdout matches `ready`. */
-function startProcess(args, env, ready) {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stderr.on('data', (d) => (err = (err + d).slice(-4000)));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} not ready: ${err}`)), 15_000);
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = ready.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ child, match: m });
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${err}`)));
-  });
-}
-
-const LUA = `
-wrk.method = "POST"
-wrk.body = os.getenv("WRK_BODY")
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer sk-bench-caller-key"
-wrk.headers["X-Agent-ID"] = "bench-agent"
-local pace = tonumber(os.getenv("WRK_DELAY_MS") or "0")
-if pace > 0 then
-  function delay() return pace end
-end
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("WRKJSON {\\"p50_us\\":%d,\\"p99_us\\":%d,\\"mean_us\\":%f,\\"requests\\":%d,\\"duration_us\\":%d,\\"non2xx\\":%d,\\"errors\\":%d}\\n",
-    latency:percentile(50), latency:percentile(99), latency.mean, summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout))
-end
-`;
-
-const execFileP = promisify(execFile);
-
-/** Async, so the RSS sampler keeps running while wrk does. */
-async function wrk(url, { connections, seconds, delayMs = 0 }, script) {
-  const { stdout: out } = await execFileP('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', script, url], {
-    env: { ...process.env, WRK_BODY: BODY, WRK_DELAY_MS: String(delayMs) },
-    encoding: 'utf8',
-    maxBuffer: 1 << 20,
-  });
-  const m = /WRKJSON (\{.*\})/.exec(out);
-  if (!m) throw new Error(`unexpected wrk output: ${out}`);
-  const r = JSON.parse(m[1]);
-  return { p50: r.p50_us / 1000, p99: r.p99_us / 1000, rps: r.requests / (r.duration_us / 1e6), non2xx: r.non2xx + r.errors };
-}
-
-/**
- * Sequential streamed calls: ms to the first body byte, to the first byte of assistant text, and to the
- * first `windowChars` characters of text (how long the guard window takes to fill from this upstream).
- */
-async function firstBytes(url, samples, windowChars = GUARD_WINDOW_CHARS) {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const body = BODY.replace('"messages"', '"stream":true,"messages"');
-  const first = [];
-  const firstText = [];
-  const windowFull = [];
-  for (let i = 0; i < samples; i++) {
-    await new Promise((resolve, reject) => {
-      const t0 = performance.now();
-      let gotByte = false;
-      let gotText = false;
-      let gotWindow = false;
-      let textChars = 0;
-      let pending = '';
-      let buf = '';
-      const req = httpRequest(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-caller-key', 'x-agent-id': 'bench-agent' } }, (res) => {
-        res.setEncoding('utf8');
-        res.on('data', (d) => {
-          const now = performance.now() - t0;
-          if (!gotByte) {
-            gotByte = true;
-            first.push(now);
-          }
-          if (!gotText) {
-            buf += d;
-            if (/"content":"[^"]/.test(buf)) {
-              gotText = true;
-              firstText.push(now);
-            }
-          }
-          if (!gotWindow) {
-            pending += d;
-            const events = pending.split('\n\n');
-            pending = events.pop();
-            for (const ev of events) {
-              const data = ev.startsWith('data: ') ? ev.slice(6) : '';
-              if (data === '' || data === '[DONE]') continue;
-              textChars += JSON.parse(data).choices?.[0]?.delta?.content?.length ?? 0;
-            }
-            if (textChars >= windowChars) {
-              gotWindow = true;
-              windowFull.push(now);
-            }
-          }
-        });
-        res.on('end', resolve);
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  }
-  agent.destroy();
-  const med = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
-  return { firstByte: med(first), firstText: med(firstText), windowFull: windowFull.length > 0 ? med(windowFull) : NaN };
-}
-
-/** kB fields of /proc/<pid>/status: VmHWM (peak RSS), RssAnon (heap and stacks), RssFile (mapped files: the binary, LMDB's map). */
-function memKb(pid, field) {
-  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) : NaN;
-}
-
-const r3 = (x) => Math.round(x * 1000) / 1000;
-
-/** ms of CPU (user + system, every thread) the process has used: /proc/<pid>/stat, in clock ticks of 10 ms. */
-function cpuMs(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10;
-}
+/** The connection count of the issue's Portkey figure (~2,000 req/s at 10 connections). */
+const PORTKEY_CONNECTIONS = 10;
+const PORTKEY_DIR = process.env.BENCH_PORTKEY_DIR;
 
 /** A paced wrk run that also reports the CPU `pid` spent per request during it. */
-async function pacedWithCpu(url, pid, script) {
+async function pacedWithCpu(url, pid, script, headers) {
   const before = cpuMs(pid);
-  const r = await wrk(url, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS }, script);
+  const r = await wrk(url, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS, headers }, script);
   r.cpuMsPerCall = (cpuMs(pid) - before) / (r.rps * DURATION_S);
   return r;
+}
+
+function nginxBinary() {
+  for (const p of ['/usr/sbin/nginx', '/usr/bin/nginx']) if (existsSync(p)) return p;
+  return null;
+}
+
+/** Resolves once something accepts HTTP on `url` (any status). */
+async function waitForHttp(url, timeoutMs = 15_000) {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if ((await fetch(url).then((r) => r.status, () => 0)) !== 0) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
+
+/** nginx as a reverse proxy for /openai/ → the mock, with upstream keep-alive, one worker, no access log. */
+async function startNginx(binary, dir, mockPort) {
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  writeFileSync(
+    conf,
+    `worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/nginx-body;
+  proxy_temp_path ${dir}/nginx-proxy;
+  fastcgi_temp_path ${dir}/nginx-fastcgi;
+  uwsgi_temp_path ${dir}/nginx-uwsgi;
+  scgi_temp_path ${dir}/nginx-scgi;
+  upstream mock { server 127.0.0.1:${mockPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${port};
+    location /openai/ {
+      proxy_pass http://mock/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`,
+  );
+  const child = spawn(binary, ['-p', dir, '-c', conf], { stdio: 'ignore' });
+  await waitForHttp(`http://127.0.0.1:${port}/`);
+  return { child, url: `http://127.0.0.1:${port}/openai/v1/chat/completions` };
+}
+
+/** Portkey's open-source gateway (the npm package's own start script), headless, in production mode. */
+async function startPortkey(installDir, mockUrl) {
+  const script = join(installDir, 'node_modules/@portkey-ai/gateway/build/start-server.js');
+  if (!existsSync(script)) throw new Error(`BENCH_PORTKEY_DIR: ${script} not found (npm install @portkey-ai/gateway there)`);
+  const port = await freePort();
+  const child = spawn(process.execPath, [script, `--port=${port}`, '--headless'], {
+    cwd: installDir,
+    env: { ...process.env, NODE_ENV: 'production' },
+    stdio: 'ignore',
+  });
+  await waitForHttp(`http://127.0.0.1:${port}/`);
+  return {
+    child,
+    url: `http://127.0.0.1:${port}/v1/chat/completions`,
+    // Portkey routes by headers: provider openai, at the mock instead of api.openai.com.
+    headers: { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${mockUrl}/v1` },
+  };
 }
 
 export default async function run() {
@@ -246,36 +163,52 @@ export default async function run() {
     children.push(bare.child);
     const bareUrl = `http://127.0.0.1:${barePort}/openai/v1/chat/completions`;
 
+    const nginxBin = nginxBinary();
+    const nginx = nginxBin ? await startNginx(nginxBin, dir, mock.match[1]) : null;
+    if (nginx) children.push(nginx.child);
+    else console.error('bench proxy: nginx is not installed, no nginx reference (Debian: apt-get install -y nginx)');
+    const portkey = PORTKEY_DIR ? await startPortkey(PORTKEY_DIR, mockUrl) : null;
+    if (portkey) children.push(portkey.child);
+    else console.error('bench proxy: BENCH_PORTKEY_DIR is not set, no Portkey reference');
+
     console.error('bench proxy: warm-up');
     await wrk(proxied, { connections: CONNECTIONS, seconds: 3 }, script);
     await wrk(bareUrl, { connections: CONNECTIONS, seconds: 1 }, script);
     await wrk(direct, { connections: CONNECTIONS, seconds: 1 }, script);
+    if (nginx) await wrk(nginx.url, { connections: CONNECTIONS, seconds: 1 }, script);
+    if (portkey) await wrk(portkey.url, { connections: CONNECTIONS, seconds: 3, headers: portkey.headers }, script);
 
-    // This VM's figures move by ±30 % from one minute to the next, so direct, sidecar and bare forwarder
-    // run interleaved, ROUNDS times, and each figure is the median over the rounds.
+    // This VM's figures move by ±30 % from one minute to the next, so every proxy runs interleaved with the
+    // others, ROUNDS times, and each figure is the median over the rounds.
     const rounds = [];
     for (let i = 0; i < ROUNDS; i++) {
       console.error(`bench proxy: round ${i + 1}/${ROUNDS}: ${CONNECTIONS} connections, then ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${PACE_MS} ms apart), ${DURATION_S} s each`);
-      const dC = await wrk(direct, { connections: CONNECTIONS, seconds: DURATION_S }, script);
-      const sC = await wrk(proxied, { connections: CONNECTIONS, seconds: DURATION_S }, script);
-      const bC = await wrk(bareUrl, { connections: CONNECTIONS, seconds: DURATION_S }, script);
-      const dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS }, script);
-      const sR = await pacedWithCpu(proxied, sidecar.child.pid, script);
-      const bR = await pacedWithCpu(bareUrl, bare.child.pid, script);
-      rounds.push({ dC, sC, bC, dR, sR, bR });
+      const r = {};
+      r.dC = await wrk(direct, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+      r.sC = await wrk(proxied, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+      r.bC = await wrk(bareUrl, { connections: CONNECTIONS, seconds: DURATION_S }, script);
+      r.dR = await wrk(direct, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS }, script);
+      r.sR = await pacedWithCpu(proxied, sidecar.child.pid, script);
+      r.bR = await pacedWithCpu(bareUrl, bare.child.pid, script);
+      if (nginx) r.nR = await wrk(nginx.url, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS }, script);
+      if (portkey) {
+        r.s10 = await wrk(proxied, { connections: PORTKEY_CONNECTIONS, seconds: DURATION_S }, script);
+        r.p10 = await wrk(portkey.url, { connections: PORTKEY_CONNECTIONS, seconds: DURATION_S, headers: portkey.headers }, script);
+        r.pC = await wrk(portkey.url, { connections: CONNECTIONS, seconds: DURATION_S, headers: portkey.headers }, script);
+        r.pR = await pacedWithCpu(portkey.url, portkey.child.pid, script, portkey.headers);
+      }
+      rounds.push(r);
     }
     bare.child.kill('SIGTERM');
-    const med = (f) => {
-      const v = rounds.map(f).sort((a, b) => a - b);
-      return v.length % 2 === 1 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-    };
+    const med = (f) => median(rounds.map(f));
 
     console.error(`bench proxy: ${STREAM_SAMPLES} sequential streamed calls each`);
     const dS = await firstBytes(direct, STREAM_SAMPLES);
     const sS = await firstBytes(proxied, STREAM_SAMPLES);
+    const pS = portkey ? await firstBytes(portkey.url, STREAM_SAMPLES, { headers: portkey.headers }) : null;
     clearInterval(sampler);
 
-    return {
+    const figures = {
       'proxy rounds (figures are medians)': ROUNDS,
       'proxy direct p50 ms @500rps': r3(med((r) => r.dR.p50)),
       'proxy sidecar p50 ms @500rps': r3(med((r) => r.sR.p50)),
@@ -291,17 +224,41 @@ export default async function run() {
       [`proxy added p99 ms @${CONNECTIONS}c`]: r3(med((r) => r.sC.p99 - r.dC.p99)),
       [`proxy direct req/s @${CONNECTIONS}c`]: Math.round(med((r) => r.dC.rps)),
       [`proxy sidecar req/s @${CONNECTIONS}c`]: Math.round(med((r) => r.sC.rps)),
-      'proxy non-2xx': rounds.reduce((n, r) => n + r.dC.non2xx + r.sC.non2xx + r.bC.non2xx + r.dR.non2xx + r.sR.non2xx + r.bR.non2xx, 0),
+    };
+    if (nginx) {
+      figures['ref nginx added p50 ms @500rps'] = r3(med((r) => r.nR.p50 - r.dR.p50));
+      figures['ref nginx added p99 ms @500rps'] = r3(med((r) => r.nR.p99 - r.dR.p99));
+    }
+    if (portkey) {
+      figures[`proxy sidecar req/s @${PORTKEY_CONNECTIONS}c`] = Math.round(med((r) => r.s10.rps));
+      figures[`ref portkey req/s @${PORTKEY_CONNECTIONS}c`] = Math.round(med((r) => r.p10.rps));
+      figures[`proxy sidecar / portkey req/s @${PORTKEY_CONNECTIONS}c`] = Math.round(100 * med((r) => r.s10.rps / r.p10.rps)) / 100;
+      figures[`ref portkey req/s @${CONNECTIONS}c`] = Math.round(med((r) => r.pC.rps));
+      figures[`proxy sidecar / portkey req/s @${CONNECTIONS}c`] = Math.round(100 * med((r) => r.sC.rps / r.pC.rps)) / 100;
+      figures['ref portkey added p50 ms @500rps'] = r3(med((r) => r.pR.p50 - r.dR.p50));
+      figures['ref portkey added p99 ms @500rps'] = r3(med((r) => r.pR.p99 - r.dR.p99));
+      figures['ref portkey CPU ms per call @500rps'] = r3(med((r) => r.pR.cpuMsPerCall));
+    }
+    figures['proxy non-2xx'] = rounds.reduce((n, r) => n + Object.values(r).reduce((m, run) => m + run.non2xx, 0), 0);
+    Object.assign(figures, {
       'proxy first byte ms direct': r3(dS.firstByte),
       'proxy first byte ms sidecar': r3(sS.firstByte),
       'proxy first text byte ms direct': r3(dS.firstText),
       'proxy first text byte ms sidecar': r3(sS.firstText),
       [`proxy first ${GUARD_WINDOW_CHARS} text chars ms direct`]: r3(dS.windowFull),
+    });
+    if (pS) {
+      figures['ref portkey first byte ms'] = r3(pS.firstByte);
+      figures['ref portkey first text byte ms'] = r3(pS.firstText);
+    }
+    Object.assign(figures, {
       'proxy sidecar peak RSS MB': Math.round(memKb(sidecar.child.pid, 'VmHWM') / 1024),
       'proxy sidecar peak anon RSS MB': Math.round(peakAnonKb / 1024),
       'proxy sidecar file-backed RSS MB (end)': Math.round(memKb(sidecar.child.pid, 'RssFile') / 1024),
       'proxy sidecar ready ms': Math.round(readyMs),
-    };
+    });
+    if (portkey) figures['ref portkey peak RSS MB'] = Math.round(memKb(portkey.child.pid, 'VmHWM') / 1024);
+    return figures;
   } finally {
     for (const c of children) c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 300));

@@ -1,0 +1,177 @@
+// Shared by the proxy benchmarks (bench/proxy.js, bench/proxy-memory.js): child processes, wrk runs with a
+// Lua script whose histogram has microsecond resolution, streamed first-byte timing, /proc readings.
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { readFileSync } from 'node:fs';
+import { request as httpRequest, Agent } from 'node:http';
+import { createServer } from 'node:net';
+
+/** The sidecar's default GOV_PROXY_GUARD_WINDOW_CHARS. */
+export const GUARD_WINDOW_CHARS = 128;
+
+/** The chat completion every benchmark sends. */
+export const BODY = JSON.stringify({
+  model: 'gpt-4o-mini',
+  messages: [
+    { role: 'system', content: 'You are a helpful support assistant for an online shop.' },
+    { role: 'user', content: 'Can you help me with a question about my order?' },
+  ],
+});
+
+export function hasWrk() {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (e) {
+    // wrk --version exits 1 after printing its banner; only a missing binary is ENOENT.
+    return e.code !== 'ENOENT';
+  }
+}
+
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Spawns a node script and resolves once its stdout matches `ready`. */
+export function startProcess(args, env, ready) {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => (err = (err + d).slice(-4000)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} not ready: ${err}`)), 15_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, match: m });
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${err}`)));
+  });
+}
+
+/** wrk script: POSTs WRK_BODY with the bench caller's headers plus WRK_HEADERS ("Name: value" lines), paced by WRK_DELAY_MS. */
+export const LUA = `
+wrk.method = "POST"
+wrk.body = os.getenv("WRK_BODY")
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer sk-bench-caller-key"
+wrk.headers["X-Agent-ID"] = "bench-agent"
+for name, value in string.gmatch(os.getenv("WRK_HEADERS") or "", "([^:\\n]+): ([^\\n]*)") do
+  wrk.headers[name] = value
+end
+local pace = tonumber(os.getenv("WRK_DELAY_MS") or "0")
+if pace > 0 then
+  function delay() return pace end
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("WRKJSON {\\"p50_us\\":%d,\\"p99_us\\":%d,\\"mean_us\\":%f,\\"requests\\":%d,\\"duration_us\\":%d,\\"non2xx\\":%d,\\"errors\\":%d}\\n",
+    latency:percentile(50), latency:percentile(99), latency.mean, summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout))
+end
+`;
+
+const execFileP = promisify(execFile);
+
+/** Async, so the RSS sampler keeps running while wrk does. */
+export async function wrk(url, { connections, seconds, delayMs = 0, headers = {} }, script) {
+  const { stdout: out } = await execFileP('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', script, url], {
+    env: { ...process.env, WRK_BODY: BODY, WRK_DELAY_MS: String(delayMs), WRK_HEADERS: Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\n') },
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+  });
+  const m = /WRKJSON (\{.*\})/.exec(out);
+  if (!m) throw new Error(`unexpected wrk output: ${out}`);
+  const r = JSON.parse(m[1]);
+  return { p50: r.p50_us / 1000, p99: r.p99_us / 1000, rps: r.requests / (r.duration_us / 1e6), non2xx: r.non2xx + r.errors };
+}
+
+/**
+ * Sequential streamed calls: ms to the first body byte, to the first byte of assistant text, and to the
+ * first `windowChars` characters of text (how long the guard window takes to fill from this upstream).
+ */
+export async function firstBytes(url, samples, { windowChars = GUARD_WINDOW_CHARS, headers = {} } = {}) {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const body = BODY.replace('"messages"', '"stream":true,"messages"');
+  const first = [];
+  const firstText = [];
+  const windowFull = [];
+  for (let i = 0; i < samples; i++) {
+    await new Promise((resolve, reject) => {
+      const t0 = performance.now();
+      let gotByte = false;
+      let gotText = false;
+      let gotWindow = false;
+      let textChars = 0;
+      let pending = '';
+      let buf = '';
+      const req = httpRequest(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-caller-key', 'x-agent-id': 'bench-agent', ...headers } }, (res) => {
+        res.setEncoding('utf8');
+        res.on('data', (d) => {
+          const now = performance.now() - t0;
+          if (!gotByte) {
+            gotByte = true;
+            first.push(now);
+          }
+          if (!gotText) {
+            buf += d;
+            if (/"content":"[^"]/.test(buf)) {
+              gotText = true;
+              firstText.push(now);
+            }
+          }
+          if (!gotWindow) {
+            pending += d;
+            const events = pending.split('\n\n');
+            pending = events.pop();
+            for (const ev of events) {
+              const data = ev.startsWith('data: ') ? ev.slice(6) : '';
+              if (data === '' || data === '[DONE]') continue;
+              textChars += JSON.parse(data).choices?.[0]?.delta?.content?.length ?? 0;
+            }
+            if (textChars >= windowChars) {
+              gotWindow = true;
+              windowFull.push(now);
+            }
+          }
+        });
+        res.on('end', resolve);
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+  agent.destroy();
+  const med = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  return { firstByte: med(first), firstText: med(firstText), windowFull: windowFull.length > 0 ? med(windowFull) : NaN };
+}
+
+/** kB fields of /proc/<pid>/status: VmHWM (peak RSS), RssAnon (heap and stacks), RssFile (mapped files: the binary, LMDB's map). */
+export function memKb(pid, field) {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+export const r3 = (x) => Math.round(x * 1000) / 1000;
+
+/** ms of CPU (user + system, every thread) the process has used: /proc/<pid>/stat, in clock ticks of 10 ms. */
+export function cpuMs(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
+/** Median of numbers (the mean of the middle two for an even count). */
+export function median(values) {
+  const v = [...values].sort((a, b) => a - b);
+  return v.length % 2 === 1 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+}
