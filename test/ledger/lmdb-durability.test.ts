@@ -234,6 +234,49 @@ t.test('duplicates are refused whatever their order against the stored keys, acr
   t.equal((await ledger.verify()).valid, true);
 });
 
+t.test('duplicates are refused after out-of-order appends, within and beyond the keys the ledger remembers', async (t) => {
+  // Concurrent calls append ids slightly out of order; the lookup is skipped only for a key above the
+  // remembered floor and not among the last 1,024 recorded keys. 3,000 ids in shuffled blocks push keys
+  // out of that window, so later duplicates of every kind must still hit the index.
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir, { durability: 'commit' });
+  const { ledger } = storage;
+  const ids = Array.from({ length: 3000 }, (_, i) => `id-${String(i).padStart(5, '0')}`);
+  const shuffled: string[] = [];
+  for (let i = 0; i < ids.length; i += 16) {
+    const block = ids.slice(i, i + 16);
+    for (let j = block.length - 1; j > 0; j--) {
+      const k = (j * 7 + i) % (j + 1);
+      [block[j], block[k]] = [block[k], block[j]];
+    }
+    shuffled.push(...block);
+  }
+  // Appended in concurrent waves, as the sidecar does, so several rows are in flight at once.
+  for (let i = 0; i < shuffled.length; i += 64) {
+    await Promise.all(shuffled.slice(i, i + 64).map((id) => ledger.append(entry({ envelope_id: id, phase: 'pre_check' }))));
+  }
+  // An old key long gone from the window, one near the floor, and the last few appended.
+  for (const id of [ids[0], ids[1500], ids[1990], ...shuffled.slice(-3)]) {
+    await t.rejects(ledger.append(entry({ envelope_id: id })), { code: 'duplicate_envelope_id' }, id);
+  }
+  // A key between stored ones that was never appended is accepted.
+  await ledger.append(entry({ envelope_id: 'id-01500-x' }));
+  // Post-checks: parents recorded out of order, then a second post-check for each is refused.
+  const parents = shuffled.slice(0, 40).reverse();
+  for (const parent of parents) await ledger.append(entry({ envelope_id: `post-${parent}`, phase: 'post_check', parent_envelope_id: parent }));
+  for (const parent of [parents[0], parents[20], parents[39]]) {
+    await t.rejects(ledger.append(entry({ phase: 'post_check', parent_envelope_id: parent })), { code: 'post_check_exists' }, parent);
+  }
+  await storage.close();
+
+  const reopened = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => reopened.close());
+  for (const id of [ids[0], ids[2999], 'id-01500-x']) {
+    await t.rejects(reopened.ledger.append(entry({ envelope_id: id })), { code: 'duplicate_envelope_id' }, `${id} after the reopen`);
+  }
+  t.equal((await reopened.ledger.verify()).valid, true);
+});
+
 t.test('an idle ledger commits within the current task; a busy one waits for the loop turn to batch', async (t) => {
   const microtasks = async () => {
     for (let i = 0; i < 10; i++) await null;
