@@ -76,8 +76,8 @@ interface PendingRow {
  * Answers "can this key be stored already?" without an LMDB read for nearly every new key. Envelope ids are
  * time-ordered (UUID v7, monotonic within the process), so a new id is almost always above every stored
  * one and the duplicate lookup (an LMDB read per row) is pure cost. Concurrent calls append slightly out
- * of order, though (a pre-check row lands after later calls' post-checks), so a single greatest-key bound
- * sent ~half of the sidecar's appends to a read at 16 connections.
+ * of order, though (a pre-check row lands after later calls' post-checks), and with a single greatest-key
+ * bound those took the read (1.3 % of the sidecar's CPU profile at 16 connections; none with this window).
  *
  * Invariant: every stored key is <= `floor` or in `recent`. `floor` starts as the greatest key at open;
  * `recent` holds the last RECENT_KEYS keys appended above it, and a key that leaves `recent` raises `floor`
