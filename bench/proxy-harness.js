@@ -39,9 +39,16 @@ export async function freePort() {
   });
 }
 
-/** Spawns a node script and resolves once its stdout matches `ready`. */
-export function startProcess(args, env, ready) {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Spawns a node script and resolves once its stdout matches `ready`, with the child and a reader of its
+ * last stderr. `prefix` runs node through another command (`[cmd, ...cmdArgs]`, node and `args` appended),
+ * which keeps the prefix's pid if it execs node; `children` receives the child at once, before it is
+ * ready, for callers that must clean up a child that never gets there.
+ */
+export function startProcess(args, env, ready, { prefix = [], children = null } = {}) {
+  const [command, ...commandArgs] = prefix.length > 0 ? [...prefix, process.execPath, ...args] : [process.execPath, ...args];
+  const child = spawn(command, commandArgs, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children?.push(child);
   let out = '';
   let err = '';
   child.stderr.on('data', (d) => (err = (err + d).slice(-4000)));
@@ -52,11 +59,46 @@ export function startProcess(args, env, ready) {
       const m = ready.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve({ child, match: m });
+        resolve({ child, match: m, stderr: () => err });
       }
     });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${err}`)));
+    child.once('exit', (code, signal) => reject(new Error(`${args.join(' ')} ${describeExit({ code, signal })}: ${err}`)));
   });
+}
+
+/** Resolves when `child` has exited, with how; at once if it already has. */
+export function exitOf(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+export const describeExit = ({ code, signal }) => (signal ? `killed by ${signal}` : `exit ${code}`);
+
+/** The environment of a `gov sidecar` in front of the mock, as a pod runs it (GOV_ENV=production). */
+export function sidecarEnv({ db, mockUrl, apiPort, proxyPort }) {
+  return {
+    GOV_ENV: 'production', // what a pod runs: no OpenAPI modules loaded
+    GOV_LOG_LEVEL: 'warn',
+    GOV_EMBED_DB: db,
+    GOV_EMBED_PORT: String(apiPort),
+    GOV_EMBED_TOKEN: 'bench-proxy-token-0123456789abcdef',
+    GOV_PROXY_PORT: String(proxyPort),
+    GOV_UPSTREAM_OPENAI: mockUrl,
+    GOV_KILL_SWITCH: '0',
+  };
+}
+
+/**
+ * Ready means /v1/health answers 200 (ledger open, policies loaded); fails if the child dies first.
+ * `pollMs` 0 polls every event-loop turn, for a readiness time measured to the millisecond.
+ */
+export async function waitHealthy(apiPort, child, { timeoutMs = 15_000, pollMs = 20 } = {}) {
+  const until = Date.now() + timeoutMs;
+  while ((await fetch(`http://127.0.0.1:${apiPort}/v1/health`).then((r) => r.status, () => 0)) !== 200) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`sidecar ${describeExit({ code: child.exitCode, signal: child.signalCode })} before /v1/health answered`);
+    if (Date.now() > until) throw new Error(`sidecar /v1/health not 200 within ${timeoutMs} ms`);
+    await new Promise((r) => (pollMs > 0 ? setTimeout(r, pollMs) : setImmediate(r)));
+  }
 }
 
 /** wrk script: POSTs WRK_BODY with the bench caller's headers plus WRK_HEADERS ("Name: value" lines), paced by WRK_DELAY_MS. */

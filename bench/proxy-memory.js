@@ -17,12 +17,11 @@
 // and a pod that is the first to read them is charged more than this measures.
 // Needs root and a writable memory cgroup (v1, or v2 with the memory controller enabled for children);
 // otherwise, or without wrk, this module says why and returns no figures.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hasWrk, LUA, median, memKb, freePort, startProcess, wrk } from './proxy-harness.js';
+import { describeExit, exitOf, freePort, hasWrk, LUA, median, memKb, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
@@ -102,68 +101,15 @@ function createCgroup(limitBytes) {
   };
 }
 
-/** Resolves when `child` has exited, with how; at once if it already has. */
-function exitOf(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-}
-const describeExit = ({ code, signal }) => (signal ? `killed by ${signal}` : `exit ${code}`);
-
-/**
- * startProcess for a node script started inside `cgroupDir`: a shell moves itself into the cgroup, then execs
- * node, so node is in the cgroup from its first instruction (and sizes its heap from the limit). The child
- * keeps the shell's pid.
- */
-function startInCgroup(cgroupDir, args, env, ready, children) {
-  const child = spawn('sh', ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroupDir, process.execPath, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  // Listed at once, even if it never gets ready: the cgroup cannot be removed while it lives.
-  children.push(child);
-  let out = '';
-  let err = '';
-  child.stderr.on('data', (d) => (err = (err + d).slice(-4000)));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} in ${cgroupDir} not ready: ${err}`)), 15_000);
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = ready.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ child, match: m, stderr: () => err });
-      }
-    });
-    child.once('exit', (code, signal) => reject(new Error(`${args.join(' ')} in ${cgroupDir} ${describeExit({ code, signal })}: ${err}`)));
-  });
-}
-
-function sidecarEnv(dir, name, mockUrl, apiPort, proxyPort) {
-  return {
-    GOV_ENV: 'production',
-    GOV_LOG_LEVEL: 'warn',
-    GOV_EMBED_DB: join(dir, `ledger-${name}`),
-    GOV_EMBED_PORT: String(apiPort),
-    GOV_EMBED_TOKEN: 'bench-proxy-token-0123456789abcdef',
-    GOV_PROXY_PORT: String(proxyPort),
-    GOV_UPSTREAM_OPENAI: mockUrl,
-    GOV_KILL_SWITCH: '0',
-  };
-}
-
-/** Ready means /v1/health answers 200 (ledger open, policies loaded); fails if the child dies first. */
-async function waitHealthy(apiPort, child, timeoutMs = 15_000) {
-  const until = Date.now() + timeoutMs;
-  while ((await fetch(`http://127.0.0.1:${apiPort}/v1/health`).then((r) => r.status, () => 0)) !== 200) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`sidecar ${describeExit({ code: child.exitCode, signal: child.signalCode })} before /v1/health answered`);
-    if (Date.now() > until) throw new Error(`sidecar /v1/health not 200 within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** Runs `prefix` so that node starts inside `cgroupDir` (and sizes its heap from the limit there). */
+const inCgroup = (cgroupDir) => ['sh', '-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroupDir];
 
 /** The V8 heap limit node picks inside `cgroupDir` (same binary, same NODE_OPTIONS as the constrained sidecar). */
 async function heapLimitIn(cgroupDir, children) {
-  const { child, match } = await startInCgroup(cgroupDir, ['-p', 'require("v8").getHeapStatistics().heap_size_limit'], { NODE_OPTIONS: LIMITED_NODE_OPTIONS }, /^(\d+)\n/m, children);
+  const { child, match } = await startProcess(['-p', 'require("v8").getHeapStatistics().heap_size_limit'], { NODE_OPTIONS: LIMITED_NODE_OPTIONS }, /^(\d+)\n/m, {
+    prefix: inCgroup(cgroupDir),
+    children,
+  });
   await exitOf(child);
   return Number(match[1]);
 }
@@ -192,12 +138,12 @@ export default async function run() {
     const ports = { cApi: await freePort(), cProxy: await freePort(), uApi: await freePort(), uProxy: await freePort() };
     let limited;
     try {
-      limited = await startInCgroup(
-        cg.dir,
+      // Listed in `children` at once, even if it never gets ready: the cgroup cannot be removed while it lives.
+      limited = await startProcess(
         [CLI, 'sidecar'],
-        { ...sidecarEnv(dir, 'limited', mockUrl, ports.cApi, ports.cProxy), NODE_OPTIONS: LIMITED_NODE_OPTIONS },
+        { ...sidecarEnv({ db: join(dir, 'ledger-limited'), mockUrl, apiPort: ports.cApi, proxyPort: ports.cProxy }), NODE_OPTIONS: LIMITED_NODE_OPTIONS },
         /gov sidecar proxy listening on (\S+)/,
-        children,
+        { prefix: inCgroup(cg.dir), children },
       );
       await waitHealthy(ports.cApi, limited.child);
     } catch (e) {
@@ -212,7 +158,7 @@ export default async function run() {
       if (!stopping) console.error(`bench proxy-memory: the constrained sidecar ${describeExit(how)} during the run (cgroup OOM kills ${cg.oomKills()}); stderr: ${limited.stderr().trim() || '(empty)'}`);
     });
 
-    const free = await startProcess([CLI, 'sidecar'], sidecarEnv(dir, 'free', mockUrl, ports.uApi, ports.uProxy), /gov sidecar proxy listening on (\S+)/);
+    const free = await startProcess([CLI, 'sidecar'], sidecarEnv({ db: join(dir, 'ledger-free'), mockUrl, apiPort: ports.uApi, proxyPort: ports.uProxy }), /gov sidecar proxy listening on (\S+)/);
     children.push(free.child);
     await waitHealthy(ports.uApi, free.child);
 

@@ -20,7 +20,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BODY, cpuMs, firstBytes, freePort, GUARD_WINDOW_CHARS, hasWrk, LUA, median, memKb, r3, startProcess, wrk } from './proxy-harness.js';
+import { cpuMs, firstBytes, freePort, GUARD_WINDOW_CHARS, hasWrk, LUA, median, memKb, r3, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
@@ -133,22 +133,13 @@ export default async function run() {
     const spawned = performance.now();
     const sidecar = await startProcess(
       [CLI, 'sidecar'],
-      {
-        GOV_ENV: 'production', // what a pod runs: no OpenAPI modules loaded
-        GOV_LOG_LEVEL: 'warn',
-        // BENCH_PROXY_DB=:memory: isolates the proxy's own cost from the ledger's disk syncs.
-        GOV_EMBED_DB: process.env.BENCH_PROXY_DB ?? join(dir, 'ledger'),
-        GOV_EMBED_PORT: String(apiPort),
-        GOV_EMBED_TOKEN: 'bench-proxy-token-0123456789abcdef',
-        GOV_PROXY_PORT: String(proxyPort),
-        GOV_UPSTREAM_OPENAI: mockUrl,
-        GOV_KILL_SWITCH: '0',
-      },
+      // BENCH_PROXY_DB=:memory: isolates the proxy's own cost from the ledger's disk syncs.
+      sidecarEnv({ db: process.env.BENCH_PROXY_DB ?? join(dir, 'ledger'), mockUrl, apiPort, proxyPort }),
       /gov sidecar proxy listening on (\S+)/,
     );
     children.push(sidecar.child);
     // Ready means /v1/health answers 200 (ledger open, policies loaded), counted from the spawn.
-    while ((await fetch(`http://127.0.0.1:${apiPort}/v1/health`).then((r) => r.status, () => 0)) !== 200) await new Promise((r) => setImmediate(r));
+    await waitHealthy(apiPort, sidecar.child, { pollMs: 0 });
     const readyMs = performance.now() - spawned;
     let peakAnonKb = 0;
     const sampler = setInterval(() => {
