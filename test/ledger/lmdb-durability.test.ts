@@ -283,13 +283,13 @@ t.test('an idle ledger commits within the current task; a busy one waits for the
   };
   for (const durability of ['commit', 'fsync'] as const) {
     // Pinned idle: every append commits without waiting for the event loop to turn.
-    const idleStorage = await openLmdbStorage(tempLedgerDir(t), { durability, idleFlushMs: -1 });
+    const idleStorage = await openLmdbStorage(tempLedgerDir(t), { durability, idleFlushMs: -1, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: 1 });
     let idleDone = false;
     const idle = idleStorage.ledger.append(entry()).then(() => (idleDone = true));
     await microtasks();
-    // A commit-durability ledger commits on this thread, so the row is acknowledged within the task; an
-    // fsync one has handed it to the write thread by now (acknowledged once the disk confirms).
-    if (durability === 'commit') t.equal(idleDone, true, 'commit: acknowledged before the event loop turned');
+    // Both commit on this thread (fsync with its disk sync, while the disk syncs fast), so the row is
+    // acknowledged within the task.
+    t.equal(idleDone, true, `${durability}: acknowledged before the event loop turned`);
     await idle;
     await idleStorage.close();
 
@@ -304,4 +304,59 @@ t.test('an idle ledger commits within the current task; a busy one waits for the
     t.equal((await busyStorage.ledger.verify()).rows_checked, 2);
     await busyStorage.close();
   }
+});
+
+t.test('fsync: after a slow on-loop sync, idle batches go to the write thread for a while', async (t) => {
+  const microtasks = async () => {
+    for (let i = 0; i < 10; i++) await null;
+  };
+  // Every on-loop sync counts as slow: the first idle append syncs on this thread, and the ones after it
+  // are handed to the write thread instead of stalling the loop again.
+  const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: -1, loopSyncMaxMs: -1, loopSyncMaxUtilization: 1 });
+  t.teardown(() => storage.close());
+  let firstDone = false;
+  const first = storage.ledger.append(entry()).then(() => (firstDone = true));
+  await microtasks();
+  t.equal(firstDone, true, 'the first idle batch synced on this thread');
+  await first;
+  for (let i = 0; i < 3; i++) {
+    let done = false;
+    const next = storage.ledger.append(entry()).then(() => (done = true));
+    await microtasks();
+    t.equal(done, false, `batch ${i + 2} waits for the write thread's commit and sync`);
+    await next;
+  }
+  const report = await storage.ledger.verify();
+  t.equal(report.valid, true);
+  t.equal(report.rows_checked, 4);
+
+  // A fast disk keeps idle batches on the loop.
+  const fast = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: -1, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: 1 });
+  t.teardown(() => fast.close());
+  for (let i = 0; i < 3; i++) {
+    let done = false;
+    const next = fast.ledger.append(entry()).then(() => (done = true));
+    await microtasks();
+    t.equal(done, true, `fast disk: batch ${i + 1} acknowledged within the task`);
+    await next;
+  }
+});
+
+t.test('fsync: a busy event loop keeps even idle batches on the write thread', async (t) => {
+  const microtasks = async () => {
+    for (let i = 0; i < 10; i++) await null;
+  };
+  // Every utilization window reads as busy; the first is read once the window (50 ms) has passed.
+  const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: -1, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: -1 });
+  t.teardown(() => storage.close());
+  const windowOver = performance.now() + 60;
+  while (performance.now() < windowOver) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 3; i++) {
+    let done = false;
+    const next = storage.ledger.append(entry()).then(() => (done = true));
+    await microtasks();
+    t.equal(done, false, `batch ${i + 1} is committed and synced by the write thread`);
+    await next;
+  }
+  t.equal((await storage.ledger.verify()).rows_checked, 3);
 });
