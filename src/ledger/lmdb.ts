@@ -31,7 +31,7 @@ const IDLE_FLUSH_MS = 1;
 /**
  * `fsync` durability commits an idle batch on this thread, disk sync included, while the disk syncs fast:
  * one on-loop commit costs ~0.4 ms here, against the write thread's commit, sync and two thread wake-ups
- * (measured on the sidecar at ~440 calls/s: added p50 2.1-2.6 → 1.3-1.9 ms). A sync stalls every call on
+ * (measured on the sidecar at ~440 calls/s: its p50 2.2-3.1 → 1.35-2.1 ms). A sync stalls every call on
  * the loop, so the ledger keeps a moving average of on-loop commit times (weight LOOP_SYNC_WEIGHT for the
  * newest); above LOOP_SYNC_MAX_MS it sends idle batches back to the write thread for LOOP_SYNC_BACKOFF
  * times that average (at least LOOP_SYNC_MIN_BACKOFF_MS), then starts measuring afresh. A lone slow sync
