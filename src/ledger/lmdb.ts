@@ -9,7 +9,7 @@ import { stitchSegments, type SegmentInfo } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
-import type { AgentStats, AppendEntry, KvStore, Ledger, LedgerDurability, ListPage, Storage, StorageOptions } from './port.js';
+import type { AgentStats, AppendEntry, AppendOptions, KvStore, Ledger, LedgerDurability, ListPage, Storage, StorageOptions } from './port.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { HASH_BYTES, readRowLayout } from './row-format.js';
 import { isSeqKey, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
@@ -176,6 +176,10 @@ class LmdbLedger implements Ledger {
   private lastFlushAt = 0;
   /** The queued batch was started by an append to an idle ledger (see IDLE_FLUSH_MS). */
   private idleBatch = false;
+  /** A row appended with `urgent` waits in the queue (AppendOptions). */
+  private urgentQueued = false;
+  /** fsync: batches the write thread committed whose disk sync has not been confirmed yet, in commit order. */
+  private readonly unsynced = new Set<PendingRow[]>();
   /** Moving average of on-loop fsync commit times, and until when batches stay off the loop (LOOP_SYNC_MAX_MS). */
   private loopSyncMs = 0;
   private loopSyncBlockedUntil = 0;
@@ -216,7 +220,7 @@ class LmdbLedger implements Ledger {
     return this.builder.head();
   }
 
-  append(entry: AppendEntry): Promise<AuditRow> {
+  append(entry: AppendEntry, options?: AppendOptions): Promise<AuditRow> {
     if (this.closing) return Promise.reject(new LedgerUnavailableError('ledger is closed'));
     let built: BuiltRow;
     try {
@@ -249,12 +253,15 @@ class LmdbLedger implements Ledger {
     }
     if (pending.countsAsExecution) addExecution(this.statsFor(pending.agentId), entry.decision);
     this.queue.push(pending);
-    if (!this.writing && !this.scheduled) {
+    const urgent = options?.urgent === true;
+    if (urgent) this.urgentQueued = true;
+    if (this.writing) return promise;
+    if (!this.scheduled) {
       this.scheduled = true;
       // Busy (a batch began within the last IDLE_FLUSH_MS): wait for setImmediate, so that appends from
       // every request handled in this loop turn join one batch. Idle: commit at the end of this task,
       // because there is nobody to batch with and waiting only adds latency (~0.35 ms a call at 500 req/s).
-      if (performance.now() - this.lastFlushAt > this.idleFlushMs) {
+      if (urgent || performance.now() - this.lastFlushAt > this.idleFlushMs) {
         this.idleBatch = true;
         queueMicrotask(this.flushBound);
       } else setImmediate(this.flushBound);
@@ -299,7 +306,9 @@ class LmdbLedger implements Ledger {
     this.scheduled = false;
     this.lastFlushAt = performance.now();
     const idle = this.idleBatch;
+    const urgent = this.urgentQueued;
     this.idleBatch = false;
+    this.urgentQueued = false;
     if (this.writing || this.queue.length === 0) return;
     let count = 0;
     let bytes = 0;
@@ -328,7 +337,9 @@ class LmdbLedger implements Ledger {
     const last = batch[batch.length - 1].built;
     const head: MetaHead = { seq: last.seq, hash: last.row.hash };
 
-    if (this.durability === 'commit' || (idle && this.canSyncOnLoop())) {
+    // An urgent row's caller vouches that nothing else waits on this thread, so only the disk's speed
+    // decides; it may have waited for a busy batch, and syncs on this thread all the same.
+    if (this.durability === 'commit' || (urgent ? this.diskSyncsFast() : idle && this.canSyncOnLoop())) {
       this.commitNow(batch, statsWrites, head);
       return;
     }
@@ -344,11 +355,22 @@ class LmdbLedger implements Ledger {
     written.then(
       (stored) => {
         if (!this.settleCommit(batch, stored, statsWrites, head)) return;
-        if (this.queue.length > 0) this.flush();
         if (flushed === null) this.acknowledge(batch);
-        // A failed disk sync leaves the rows committed (the chain goes on) but not durable: refuse to
-        // acknowledge them rather than claim what the disk did not confirm.
-        else flushed.then(() => this.acknowledge(batch), (err: unknown) => this.refuseUnflushed(batch, err));
+        else {
+          // A failed disk sync leaves the rows committed (the chain goes on) but not durable: refuse to
+          // acknowledge them rather than claim what the disk did not confirm. A later commit synced on
+          // this thread may confirm them first (commitNow).
+          this.unsynced.add(batch);
+          flushed.then(
+            () => {
+              if (this.unsynced.delete(batch)) this.acknowledge(batch);
+            },
+            (err: unknown) => {
+              if (this.unsynced.delete(batch)) this.refuseUnflushed(batch, err);
+            },
+          );
+        }
+        if (this.queue.length > 0) this.flush();
       },
       (err: unknown) => this.failBatch(batch, err),
     );
@@ -381,6 +403,12 @@ class LmdbLedger implements Ledger {
     // not idleness, and batch on the write thread.
     this.lastFlushAt = performance.now();
     if (!this.settleCommit(batch, stored, statsWrites, head)) return;
+    if (this.durability === 'fsync' && this.unsynced.size > 0) {
+      // This commit's sync (fdatasync of the whole file, then a meta page past every earlier commit)
+      // made the write thread's committed batches durable too: acknowledge them first, in order.
+      for (const earlier of this.unsynced) this.acknowledge(earlier);
+      this.unsynced.clear();
+    }
     // Appends made while this batch was acknowledged join the next turn's batch.
     this.acknowledge(batch);
     if (this.queue.length > 0 && !this.scheduled) {
@@ -389,9 +417,14 @@ class LmdbLedger implements Ledger {
     }
   }
 
+  /** False while slow on-loop syncs keep batches on the write thread (LOOP_SYNC_MAX_MS). */
+  private diskSyncsFast(): boolean {
+    return this.lastFlushAt >= this.loopSyncBlockedUntil;
+  }
+
   private canSyncOnLoop(): boolean {
     const now = this.lastFlushAt;
-    if (now < this.loopSyncBlockedUntil) return false;
+    if (!this.diskSyncsFast()) return false;
     if (now - this.loopUseAt >= LOOP_UTILIZATION_WINDOW_MS) {
       const current = performance.eventLoopUtilization();
       this.loopBusy = performance.eventLoopUtilization(current, this.loopUse).utilization > this.loopSyncMaxUtilization;

@@ -4,6 +4,16 @@ import type { Outcome } from '../contracts/common.js';
 /** What a caller hands the ledger: the header minus `seq` (the ledger assigns it) plus the payload. */
 export type AppendEntry = Omit<RowHeader, 'seq'> & { payload: unknown };
 
+export interface AppendOptions {
+  /**
+   * A caller waits on this row before anything can leave (a streamed answer's head) and nothing else
+   * waits on this thread: commit it at the end of the current task instead of waiting for rows to batch
+   * with, and on this thread when that is faster (LMDB: a disk sync on the event loop, while the disk
+   * syncs fast). The durability rule is unchanged; an adapter without batching ignores it.
+   */
+  urgent?: boolean;
+}
+
 export interface AgentStats {
   /** Governed executions (validate and post_check rows). */
   executions: number;
@@ -23,7 +33,7 @@ export interface ListPage {
  * durably committed, so a caller may acknowledge the envelope when the promise resolves and never before.
  */
 export interface Ledger {
-  append(entry: AppendEntry): Promise<AuditRow>;
+  append(entry: AppendEntry, options?: AppendOptions): Promise<AuditRow>;
   get(envelopeId: string): Promise<AuditRowWithPayload | null>;
   list(query: AuditListQuery): Promise<ListPage>;
   /** Envelope id of the post_check row whose parent is this pre-check, if one was written. */

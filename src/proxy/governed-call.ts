@@ -44,6 +44,8 @@ export interface ProxyCall {
   proposal: Proposal;
   /** Aborted when the caller goes away or the shutdown grace runs out; its reason says which. */
   abort: CallAbort;
+  /** Proxied calls in flight right now, this one included. */
+  callsInFlight: () => number;
 }
 
 export type AbortReason = 'client_closed' | 'shutdown';
@@ -193,16 +195,17 @@ interface PreChecked {
    * Appends the pre-check row (once) and resolves true once it is durable, false if the ledger refused
    * it. A refusal records at once; a forwarded call records it beside its post-check, in the same ledger
    * commit, unless the adapter says the call has side effects (then it is durable before forwarding).
+   * `urgent` (first call only): a streamed answer's head waits on this row alone (AppendOptions).
    */
-  durable(): Promise<boolean>;
+  durable(urgent?: boolean): Promise<boolean>;
 }
 
 function preCheck(core: ProxyCore, call: ProxyCall): PreChecked {
   const request = preCheckRequest(call);
   const d = core.governor.preCheckDecided(request);
   let durable: Promise<boolean> | null = null;
-  const record = () =>
-    (durable ??= d.record().then(
+  const record = (urgent = false) =>
+    (durable ??= d.record({ urgent }).then(
       () => true,
       (e: unknown) => {
         core.logger.error({ err: { message: (e as Error).message } }, 'ledger refused a pre-check row');
@@ -342,9 +345,16 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   const t0 = performance.now();
   const sent = forward(core, call);
   // A streamed answer's head names the pre-check envelope, so its row must be durable before the first
-  // byte leaves: commit it while the upstream thinks, not after its head arrives. (Issued after the
-  // forward, so the upstream request is not queued behind the commit.)
-  if (call.proposal.stream) void pre.durable();
+  // byte leaves: commit it while the upstream thinks, not after its head arrives.
+  if (call.proposal.stream) {
+    if (call.callsInFlight() === 1) {
+      // Alone, the row need not wait for others to batch with, and its disk sync may hold this thread
+      // (AppendOptions.urgent): no other call is held up by it. It starts in the check phase, after
+      // undici has written the request (on a reused keep-alive socket undici writes it from a
+      // setImmediate, for idle-socket validation), so the upstream thinks while the disk syncs.
+      setImmediate(() => void pre.durable(true));
+    } else void pre.durable();
+  }
   let up: UpstreamResponse;
   try {
     up = await sent;

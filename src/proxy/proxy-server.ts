@@ -22,6 +22,7 @@ export class ProxyServer {
   readonly server: Server;
   private readonly inFlight = new Map<IncomingMessage, { done: Promise<void>; abort: CallAbort }>();
   private draining = false;
+  private readonly callsInFlight = () => this.inFlight.size;
   private readonly fallback: { openai: ProtocolAdapter; anthropic: ProtocolAdapter };
 
   constructor(
@@ -165,7 +166,7 @@ export class ProxyServer {
         } else {
           proposal = { model: null, input: '', user: null, stream: false, toolResults: [], metadata: { route: ctx.route, endpoint: ctx.pathname, method, governed: false } };
         }
-        return runCall(this.core, { req, res, route: match.route, ctx, upstreamPath: match.upstreamPath, body, mode, proposal, abort });
+        return runCall(this.core, { req, res, route: match.route, ctx, upstreamPath: match.upstreamPath, body, mode, proposal, abort, callsInFlight: this.callsInFlight });
       })
       .catch((e: unknown) => {
         this.core.logger.error({ err: { message: (e as Error).message } }, 'proxy request failed');

@@ -15,7 +15,7 @@ import { reliabilityFromStats } from '../engine/reliability.js';
 import type { ScoringConfig } from '../engine/scoring-config.js';
 import type { EngineInput, EngineResult } from '../engine/types.js';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
-import type { Ledger } from '../ledger/port.js';
+import type { AppendOptions, Ledger } from '../ledger/port.js';
 import type { GoldenSet } from '../policy/golden.js';
 import type { PolicySet } from '../policy/policy-set.js';
 import { AppError } from '../server/app-error.js';
@@ -58,7 +58,8 @@ export interface Deferred<T> {
 /** A decision whose row is appended when `record()` is first called; the promise is the row's commit. */
 export interface Decided<T> {
   response: T;
-  record(): Promise<void>;
+  /** The first call's options hold: later calls return the same promise. */
+  record(options?: AppendOptions): Promise<void>;
 }
 
 /** What a caller keeps of its own pre-check to post-check against it without reading the row back. */
@@ -151,7 +152,7 @@ export class Governor {
     let committed: Promise<void> | null = null;
     return {
       response,
-      record: () => (committed ??= this.persist('pre_check', input, result, envelopeId, timestamp, null, req, response, started)),
+      record: (options) => (committed ??= this.persist('pre_check', input, result, envelopeId, timestamp, null, req, response, started, options)),
     };
   }
 
@@ -241,6 +242,7 @@ export class Governor {
     request: unknown,
     response: { latency_ms: number },
     started: number,
+    options?: AppendOptions,
   ): Promise<void> {
     const iso = timestamp.toISOString();
     response.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
@@ -256,7 +258,7 @@ export class Governor {
       policy_version: result.decision.policy_version,
       score_version: result.decision.score_version,
       payload: { request, response } satisfies StoredPayload,
-    });
+    }, options);
     const outcome = result.decision.outcome;
     this.d.onDecision?.(input.agent_id, outcome, performance.now() - started);
     if (REVIEWED.has(outcome)) {

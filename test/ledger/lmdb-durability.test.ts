@@ -360,3 +360,63 @@ t.test('fsync: a busy event loop keeps even idle batches on the write thread', a
   }
   t.equal((await storage.ledger.verify()).rows_checked, 3);
 });
+
+t.test('fsync: an urgent row commits at once and syncs on this thread, whatever the loop and batch load', async (t) => {
+  const microtasks = async () => {
+    for (let i = 0; i < 10; i++) await null;
+  };
+  // Pinned busy ledger (every append would wait for the loop turn) and busy loop (every window reads as
+  // busy once the first 50 ms have passed): only an urgent row skips both.
+  const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: -1 });
+  t.teardown(() => storage.close());
+  const windowOver = performance.now() + 60;
+  while (performance.now() < windowOver) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 3; i++) {
+    let plainDone = false;
+    const plain = storage.ledger.append(entry()).then(() => (plainDone = true));
+    await microtasks();
+    t.equal(plainDone, false, `row ${2 * i + 1}: a plain row waits for the loop turn and the write thread`);
+    await plain;
+    let urgentDone = false;
+    const urgent = storage.ledger.append(entry(), { urgent: true }).then(() => (urgentDone = true));
+    await microtasks();
+    t.equal(urgentDone, true, `row ${2 * i + 2}: an urgent row is committed and synced within the task`);
+    await urgent;
+  }
+  t.same((await storage.ledger.verify()).rows_checked, 6);
+});
+
+t.test('fsync: an urgent row waits for a batch already on the write thread, then syncs on this thread', async (t) => {
+  const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: -1 });
+  t.teardown(() => storage.close());
+  const order: string[] = [];
+  const first = storage.ledger.append(entry()).then((r) => (order.push('plain'), r));
+  // Let the plain batch reach the write thread, then queue the urgent row behind it.
+  await new Promise((r) => setImmediate(r));
+  const second = storage.ledger.append(entry(), { urgent: true }).then((r) => (order.push('urgent'), r));
+  const [a, b] = await Promise.all([first, second]);
+  t.same(order, ['plain', 'urgent'], 'acknowledged in commit order');
+  t.equal(b.prev_hash, a.hash, 'the chain runs through both');
+  t.equal((await storage.ledger.verify()).valid, true);
+});
+
+t.test('fsync: after slow on-loop syncs, urgent rows go to the write thread too', async (t) => {
+  const microtasks = async () => {
+    for (let i = 0; i < 10; i++) await null;
+  };
+  const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: -1, loopSyncMaxUtilization: 1 });
+  t.teardown(() => storage.close());
+  let firstDone = false;
+  const first = storage.ledger.append(entry(), { urgent: true }).then(() => (firstDone = true));
+  await microtasks();
+  t.equal(firstDone, true, 'the first urgent row synced on this thread, and counted as slow');
+  await first;
+  for (let i = 0; i < 2; i++) {
+    let done = false;
+    const next = storage.ledger.append(entry(), { urgent: true }).then(() => (done = true));
+    await microtasks();
+    t.equal(done, false, `urgent row ${i + 2} waits for the write thread while the disk counts as slow`);
+    await next;
+  }
+  t.equal((await storage.ledger.verify()).rows_checked, 3);
+});

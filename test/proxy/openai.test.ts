@@ -13,7 +13,7 @@ const BENIGN = 'Thanks for reaching out about order 1234. I am glad to help you 
 
 let mock: MockUpstream;
 let sc: TestSidecar;
-let reply: (r: SeenRequest) => MockReply;
+let reply: (r: SeenRequest) => MockReply | Promise<MockReply>;
 
 function client(agent = 'proxy-bot', base = sc.proxyUrl): OpenAI {
   return new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: CALLER_KEY, organization: ORG, maxRetries: 0, defaultHeaders: { 'X-Agent-ID': agent } });
@@ -160,6 +160,53 @@ t.test('a streamed answer is released through the guard window', async (t) => {
   t.equal(post.payload.request.output.text, text);
   t.equal(post.payload.request.metadata.stream.withheld_bytes, 0);
   t.equal(post.payload.request.metadata.stream.released_text_chars, text.length);
+});
+
+t.test('a lone streamed call commits its pre-check row at once; beside other calls it batches', async (t) => {
+  // Observes the real ledger's appends (the rows still go to LMDB): which ones asked to skip batching.
+  const ledger = sc.sidecar.composed.storage.ledger;
+  const append = ledger.append;
+  const seen: Array<{ phase: string; input: unknown; urgent: boolean }> = [];
+  ledger.append = (entry, options) => {
+    seen.push({ phase: entry.phase, input: (entry.payload as any).request.input, urgent: options?.urgent === true });
+    return append.call(ledger, entry, options);
+  };
+  t.teardown(() => {
+    ledger.append = append;
+  });
+  const drain = async (p: ReturnType<ReturnType<typeof client>['chat']['completions']['create']>) => {
+    let text = '';
+    for await (const c of (await p) as AsyncIterable<any>) text += c.choices[0]?.delta?.content ?? '';
+    return text;
+  };
+
+  t.equal(await drain(client().chat.completions.create({ ...ask('Alone: where is order 1234?'), stream: true })), BENIGN);
+  t.same(
+    seen.filter((s) => s.input === 'Alone: where is order 1234?' || s.phase === 'post_check').map((s) => [s.phase, s.urgent]),
+    [['pre_check', true], ['post_check', false]],
+    'alone, the head waits on one urgent row; the post-check row batches as usual',
+  );
+
+  // A call held at the upstream is in flight while the streamed call runs: its row batches.
+  seen.length = 0;
+  let release!: () => void;
+  let arrived!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const atUpstream = new Promise<void>((r) => (arrived = r));
+  reply = async (r) => {
+    if (!r.body?.stream) {
+      arrived();
+      await held;
+      return { json: openAiCompletion(BENIGN) };
+    }
+    return { sse: openAiStream(BENIGN) };
+  };
+  const slow = client().chat.completions.create(ask('Held: where is order 1234?'));
+  await atUpstream;
+  t.equal(await drain(client().chat.completions.create({ ...ask('Beside: where is order 1234?'), stream: true })), BENIGN);
+  release();
+  t.equal((await slow).choices[0].message.content, BENIGN);
+  t.same(seen.find((s) => s.input === 'Beside: where is order 1234?'), { phase: 'pre_check', input: 'Beside: where is order 1234?', urgent: false }, 'beside another call, the row is not urgent');
 });
 
 t.test('a secret in a streamed answer never reaches the caller; the stream ends with an error', async (t) => {
