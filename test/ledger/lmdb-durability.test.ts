@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { LedgerUnavailableError } from '../../src/ledger/errors.js';
-import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { loadBesidesSyncs, openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { entry } from './fixtures/ledger-suite.js';
 import { tempLedgerDir, withRawRows } from './fixtures/lmdb-helpers.js';
 
@@ -419,4 +419,32 @@ t.test('fsync: after slow on-loop syncs, urgent rows go to the write thread too'
     await next;
   }
   t.equal((await storage.ledger.verify()).rows_checked, 3);
+});
+
+t.test('fsync: a batch that waited for the loop turn syncs on this thread while the loop is quiet', async (t) => {
+  const turn = () => new Promise((r) => setImmediate(r));
+  for (const busyLoop of [false, true]) {
+    // Pinned busy ledger: every batch waits for the loop turn (setImmediate) to gather that turn's rows.
+    const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: busyLoop ? -1 : 1 });
+    const windowOver = performance.now() + 60;
+    while (performance.now() < windowOver) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 3; i++) {
+      let done = 0;
+      const rows = [storage.ledger.append(entry()), storage.ledger.append(entry())].map((p) => p.then(() => done++));
+      await turn();
+      // The ledger's setImmediate ran before this one: on this thread it has committed, synced and
+      // acknowledged both rows; handed to the write thread, they wait for a later poll phase.
+      t.equal(done, busyLoop ? 0 : 2, `${busyLoop ? 'busy' : 'quiet'} loop, batch ${i + 1}: ${busyLoop ? 'on the write thread' : 'acknowledged in the same loop turn'}`);
+      await Promise.all(rows);
+    }
+    t.equal((await storage.ledger.verify()).rows_checked, 6);
+    await storage.close();
+  }
+});
+
+t.test("the loop's load leaves out its own ledger syncs", async (t) => {
+  t.equal(loadBesidesSyncs(40, 10, 0), 0.8, 'no syncs: plain utilization');
+  t.equal(loadBesidesSyncs(40, 10, 30), 0.2, '30 of the 40 busy ms were syncs');
+  t.equal(loadBesidesSyncs(10, 40, 12), 0, 'never below zero (a sync that began before the window)');
+  t.equal(loadBesidesSyncs(0, 0, 0), 0, 'an empty window is idle');
 });
