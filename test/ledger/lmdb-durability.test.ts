@@ -9,6 +9,17 @@ import { loadBesidesSyncs, openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { entry } from './fixtures/ledger-suite.js';
 import { tempLedgerDir, withRawRows } from './fixtures/lmdb-helpers.js';
 
+/** Lets pending promise reactions run without letting the event loop turn. */
+async function microtasks(): Promise<void> {
+  for (let i = 0; i < 10; i++) await null;
+}
+
+/** Waits out the ledger's first event-loop utilization window (50 ms), after which its gate is read. */
+async function pastUtilizationWindow(): Promise<void> {
+  const over = performance.now() + 60;
+  while (performance.now() < over) await new Promise((r) => setTimeout(r, 10));
+}
+
 t.test('rows, indexes, stats and kv survive a restart and the chain continues', async (t) => {
   const dir = tempLedgerDir(t);
   const first = await openLmdbStorage(dir);
@@ -278,9 +289,6 @@ t.test('duplicates are refused after out-of-order appends, within and beyond the
 });
 
 t.test('an idle ledger commits within the current task; a busy one waits for the loop turn to batch', async (t) => {
-  const microtasks = async () => {
-    for (let i = 0; i < 10; i++) await null;
-  };
   for (const durability of ['commit', 'fsync'] as const) {
     // Pinned idle: every append commits without waiting for the event loop to turn.
     const idleStorage = await openLmdbStorage(tempLedgerDir(t), { durability, idleFlushMs: -1, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: 1 });
@@ -307,9 +315,6 @@ t.test('an idle ledger commits within the current task; a busy one waits for the
 });
 
 t.test('fsync: after a slow on-loop sync, idle batches go to the write thread for a while', async (t) => {
-  const microtasks = async () => {
-    for (let i = 0; i < 10; i++) await null;
-  };
   // Every on-loop sync counts as slow: the first idle append syncs on this thread, and the ones after it
   // are handed to the write thread instead of stalling the loop again.
   const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: -1, loopSyncMaxMs: -1, loopSyncMaxUtilization: 1 });
@@ -343,14 +348,10 @@ t.test('fsync: after a slow on-loop sync, idle batches go to the write thread fo
 });
 
 t.test('fsync: a busy event loop keeps even idle batches on the write thread', async (t) => {
-  const microtasks = async () => {
-    for (let i = 0; i < 10; i++) await null;
-  };
   // Every utilization window reads as busy; the first is read once the window (50 ms) has passed.
   const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: -1, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: -1 });
   t.teardown(() => storage.close());
-  const windowOver = performance.now() + 60;
-  while (performance.now() < windowOver) await new Promise((r) => setTimeout(r, 10));
+  await pastUtilizationWindow();
   for (let i = 0; i < 3; i++) {
     let done = false;
     const next = storage.ledger.append(entry()).then(() => (done = true));
@@ -362,15 +363,11 @@ t.test('fsync: a busy event loop keeps even idle batches on the write thread', a
 });
 
 t.test('fsync: an urgent row commits at once and syncs on this thread, whatever the loop and batch load', async (t) => {
-  const microtasks = async () => {
-    for (let i = 0; i < 10; i++) await null;
-  };
   // Pinned busy ledger (every append would wait for the loop turn) and busy loop (every window reads as
   // busy once the first 50 ms have passed): only an urgent row skips both.
   const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: -1 });
   t.teardown(() => storage.close());
-  const windowOver = performance.now() + 60;
-  while (performance.now() < windowOver) await new Promise((r) => setTimeout(r, 10));
+  await pastUtilizationWindow();
   for (let i = 0; i < 3; i++) {
     let plainDone = false;
     const plain = storage.ledger.append(entry()).then(() => (plainDone = true));
@@ -401,9 +398,6 @@ t.test('fsync: an urgent row waits for a batch already on the write thread, then
 });
 
 t.test('fsync: after slow on-loop syncs, urgent rows go to the write thread too', async (t) => {
-  const microtasks = async () => {
-    for (let i = 0; i < 10; i++) await null;
-  };
   const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: -1, loopSyncMaxUtilization: 1 });
   t.teardown(() => storage.close());
   let firstDone = false;
@@ -426,8 +420,7 @@ t.test('fsync: a batch that waited for the loop turn syncs on this thread while 
   for (const busyLoop of [false, true]) {
     // Pinned busy ledger: every batch waits for the loop turn (setImmediate) to gather that turn's rows.
     const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: busyLoop ? -1 : 1 });
-    const windowOver = performance.now() + 60;
-    while (performance.now() < windowOver) await new Promise((r) => setTimeout(r, 10));
+    await pastUtilizationWindow();
     for (let i = 0; i < 3; i++) {
       let done = 0;
       const rows = [storage.ledger.append(entry()), storage.ledger.append(entry())].map((p) => p.then(() => done++));
