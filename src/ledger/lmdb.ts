@@ -315,9 +315,9 @@ class LmdbLedger implements Ledger {
   private flush(): void {
     this.scheduled = false;
     this.lastFlushAt = performance.now();
+    if (this.writing || this.queue.length === 0) return;
     const urgent = this.urgentQueued;
     this.urgentQueued = false;
-    if (this.writing || this.queue.length === 0) return;
     let count = 0;
     let bytes = 0;
     while (count < this.queue.length && count < MAX_BATCH_ROWS && bytes < MAX_BATCH_BYTES) {
