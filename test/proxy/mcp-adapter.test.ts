@@ -146,3 +146,24 @@ t.test('resumeAnswer: a tools/call stream that ended early is resumed from its l
   t.equal(r?.isComplete(other), false, "another id's answer does not complete it");
   t.equal(a.resumeAnswer(sse('id: ev-1\ndata: \n\n'), a.propose({ jsonrpc: '2.0', id: 3, method: 'tools/list' }, ctx)), null, 'only a tools/call is resumed');
 });
+
+t.test('an SSE answer is framed and its JSON parsed once, whichever passes read it', async (t) => {
+  const a = adapter();
+  const c = a.propose(call(1, 'lookup_order', { id: 'A-1' }), ctx);
+  const answer = sse(': ka\n\n' + encodeSseMessage({ jsonrpc: '2.0', method: 'notifications/message', params: {} }, 'ev-1') + encodeSseMessage({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'shipped' }] } }, 'ev-2'));
+  const parse = JSON.parse;
+  let parses = 0;
+  JSON.parse = ((text: string, reviver?: Parameters<typeof parse>[1]) => {
+    parses++;
+    return parse(text, reviver);
+  }) as typeof JSON.parse;
+  try {
+    t.equal(a.resumeAnswer(answer, c), null, 'the result is in the answer: nothing to resume');
+    t.equal(parses, 2, 'resumption parses each message event once');
+    t.match(a.inspect(answer, c), { output: { text: 'shipped' } });
+    t.equal(a.rewriteReleased(answer, c), null, 'the answer is released as sent');
+    t.equal(parses, 2, 'inspection and release parse nothing again');
+  } finally {
+    JSON.parse = parse;
+  }
+});

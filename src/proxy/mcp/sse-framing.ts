@@ -14,6 +14,16 @@ export type SseMessages =
  * without data (a keep-alive comment, an id-only priming event) carries none.
  */
 export function sseEventMessages(event: SseEvent): SseMessages {
+  let read = messagesOf.get(event);
+  if (read === undefined) messagesOf.set(event, (read = readEventMessages(event)));
+  return read;
+}
+
+// An answer's events are read by up to three passes (resumption, inspection, release): each event's JSON
+// is parsed once. Callers share the result and must not change it.
+const messagesOf = new WeakMap<SseEvent, SseMessages>();
+
+function readEventMessages(event: SseEvent): SseMessages {
   if (event.data === '') return { kind: 'none' };
   if (event.event !== null && event.event !== 'message') return { kind: 'invalid', reason: `unexpected SSE event type "${event.event}"` };
   let value: unknown;
@@ -37,15 +47,20 @@ export function encodeSseMessage(message: JsonRpcMessage | JsonRpcMessage[], id?
   return `${id !== undefined && id !== null ? `id: ${id}\n` : ''}event: message\ndata: ${JSON.stringify(message)}\n\n`;
 }
 
-/** The events of a complete SSE body. */
-export function sseEvents(body: Uint8Array | string): SseEvent[] {
+/** The events of a complete SSE body, framed once per body buffer (shared: not to be changed). */
+export function sseEvents(body: Uint8Array | string): readonly SseEvent[] {
+  const known = typeof body === 'string' ? undefined : eventsOf.get(body);
+  if (known !== undefined) return known;
   const p = new SseParser();
   const out: SseEvent[] = [];
   const emit = (e: SseEvent) => out.push(e);
   p.push(typeof body === 'string' ? Buffer.from(body) : body, emit);
   p.end(emit);
+  if (typeof body !== 'string') eventsOf.set(body, out);
   return out;
 }
+
+const eventsOf = new WeakMap<Uint8Array, readonly SseEvent[]>();
 
 /** Every JSON-RPC message of a complete SSE body; events that carry none or are not JSON-RPC are skipped. */
 export function decodeSseMessages(body: Uint8Array | string): JsonRpcMessage[] {
