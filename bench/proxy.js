@@ -6,7 +6,9 @@
 //   - requests/s through the sidecar at 16 connections, and the sidecar's CPU per call at ~500 req/s;
 //   - the same for a bare Node forwarder (bench/bare-proxy.js: node:http + undici, nothing else), the floor
 //     any Node proxy pays on this machine;
-// those three run interleaved BENCH_PROXY_ROUNDS times (default 3) and each figure is the median;
+//   - added latency p50/p99 at 1 connection in a closed loop (each request sent as the last one returns),
+//     for the sidecar, the bare forwarder and nginx: what a hop costs while the machine stays busy;
+// those run interleaved BENCH_PROXY_ROUNDS times (default 3) and each figure is the median;
 // then time to first streamed byte (and to the first content byte, which waits for the guard window)
 // direct vs sidecar, sequential, and the sidecar's peak RSS (VmHWM).
 // Reference proxies in front of the same upstream, measured in the same rounds, because this VM's speed
@@ -15,9 +17,14 @@
 //   - Portkey's gateway, when BENCH_PORTKEY_DIR names a directory where `npm install @portkey-ai/gateway`
 //     ran: the peer whose requests/s the issue asks us to triple, at 10 and 16 connections.
 // wrk is a Debian package: without it this module says so and returns no latency figures.
+// BENCH_PROXY_KEEP_CPUS_AWAKE=1 (a diagnostic) runs one lowest-priority (SCHED_IDLE) busy loop per CPU for
+// the whole bench, so that no vCPU halts. This VM's kernel command line turns guest halt polling off, so
+// waking a halted vCPU costs a trip through the host, and at ~500 req/s every hop pays that. The loops still
+// take CPU time from the measured processes here (direct req/s at 16 connections fell from ~62k to ~28k),
+// so only the paced figures of such a run mean anything (docs/performance.md, "Session 6").
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpuMs, firstBytes, freePort, GUARD_WINDOW_CHARS, hasWrk, LUA, median, memKb, r3, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
@@ -36,6 +43,14 @@ const BARE = fileURLToPath(new URL('./bare-proxy.js', import.meta.url));
 /** The connection count of the issue's Portkey figure (~2,000 req/s at 10 connections). */
 const PORTKEY_CONNECTIONS = 10;
 const PORTKEY_DIR = process.env.BENCH_PORTKEY_DIR;
+const KEEP_CPUS_AWAKE = process.env.BENCH_PROXY_KEEP_CPUS_AWAKE === '1';
+
+/** One SCHED_IDLE busy loop per CPU (util-linux chrt): it runs only when nothing else wants the CPU. */
+function keepCpusAwake(children) {
+  for (let i = 0; i < availableParallelism(); i++) {
+    children.push(spawn('chrt', ['--idle', '0', process.execPath, '-e', 'for (;;);'], { stdio: 'ignore' }));
+  }
+}
 
 /** A paced wrk run that also reports the CPU `pid` spent per request during it. */
 async function pacedWithCpu(url, pid, script, headers) {
@@ -162,6 +177,7 @@ export default async function run() {
     if (portkey) children.push(portkey.child);
     else console.error('bench proxy: BENCH_PORTKEY_DIR is not set, no Portkey reference');
 
+    if (KEEP_CPUS_AWAKE) keepCpusAwake(children);
     console.error('bench proxy: warm-up');
     await wrk(proxied, { connections: CONNECTIONS, seconds: 3 }, script);
     await wrk(bareUrl, { connections: CONNECTIONS, seconds: 1 }, script);
@@ -173,7 +189,7 @@ export default async function run() {
     // others, ROUNDS times, and each figure is the median over the rounds.
     const rounds = [];
     for (let i = 0; i < ROUNDS; i++) {
-      console.error(`bench proxy: round ${i + 1}/${ROUNDS}: ${CONNECTIONS} connections, then ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${PACE_MS} ms apart), ${DURATION_S} s each`);
+      console.error(`bench proxy: round ${i + 1}/${ROUNDS}: ${CONNECTIONS} connections, ~${RATE} req/s (${RATE_CONNECTIONS} connections, ${PACE_MS} ms apart), 1 connection closed loop, ${DURATION_S} s each`);
       const r = {};
       r.dC = await wrk(direct, { connections: CONNECTIONS, seconds: DURATION_S }, script);
       r.sC = await wrk(proxied, { connections: CONNECTIONS, seconds: DURATION_S }, script);
@@ -182,6 +198,10 @@ export default async function run() {
       r.sR = await pacedWithCpu(proxied, sidecar.child.pid, script);
       r.bR = await pacedWithCpu(bareUrl, bare.child.pid, script);
       if (nginx) r.nR = await wrk(nginx.url, { connections: RATE_CONNECTIONS, seconds: DURATION_S, delayMs: PACE_MS }, script);
+      r.d1 = await wrk(direct, { connections: 1, seconds: DURATION_S }, script);
+      r.s1 = await wrk(proxied, { connections: 1, seconds: DURATION_S }, script);
+      r.b1 = await wrk(bareUrl, { connections: 1, seconds: DURATION_S }, script);
+      if (nginx) r.n1 = await wrk(nginx.url, { connections: 1, seconds: DURATION_S }, script);
       if (portkey) {
         r.s10 = await wrk(proxied, { connections: PORTKEY_CONNECTIONS, seconds: DURATION_S }, script);
         r.p10 = await wrk(portkey.url, { connections: PORTKEY_CONNECTIONS, seconds: DURATION_S, headers: portkey.headers }, script);
@@ -202,6 +222,7 @@ export default async function run() {
 
     const figures = {
       'proxy rounds (figures are medians)': ROUNDS,
+      'proxy vCPUs kept awake (BENCH_PROXY_KEEP_CPUS_AWAKE)': KEEP_CPUS_AWAKE,
       'proxy direct p50 ms @500rps': r3(med((r) => r.dR.p50)),
       'proxy sidecar p50 ms @500rps': r3(med((r) => r.sR.p50)),
       'proxy added p50 ms @500rps': r3(med((r) => r.sR.p50 - r.dR.p50)),
@@ -217,9 +238,15 @@ export default async function run() {
       [`proxy direct req/s @${CONNECTIONS}c`]: Math.round(med((r) => r.dC.rps)),
       [`proxy sidecar req/s @${CONNECTIONS}c`]: Math.round(med((r) => r.sC.rps)),
     };
+    Object.assign(figures, {
+      'proxy added p50 ms @1c closed loop': r3(med((r) => r.s1.p50 - r.d1.p50)),
+      'proxy added p99 ms @1c closed loop': r3(med((r) => r.s1.p99 - r.d1.p99)),
+      'proxy bare-node added p50 ms @1c closed loop': r3(med((r) => r.b1.p50 - r.d1.p50)),
+    });
     if (nginx) {
       figures['ref nginx added p50 ms @500rps'] = r3(med((r) => r.nR.p50 - r.dR.p50));
       figures['ref nginx added p99 ms @500rps'] = r3(med((r) => r.nR.p99 - r.dR.p99));
+      figures['ref nginx added p50 ms @1c closed loop'] = r3(med((r) => r.n1.p50 - r.d1.p50));
     }
     if (portkey) {
       figures[`proxy sidecar req/s @${PORTKEY_CONNECTIONS}c`] = Math.round(med((r) => r.s10.rps));
