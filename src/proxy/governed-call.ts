@@ -1,5 +1,4 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { once } from 'node:events';
 import type { Logger } from 'pino';
 import type { Outcome } from '../contracts/common.js';
 import type { PostCheckRequest, PostCheckResponse, PreCheckRequest } from '../contracts/runtime.js';
@@ -154,6 +153,26 @@ function recordAsked(core: ProxyCore, call: ProxyCall, asked: readonly AskedTool
   }
 }
 
+/**
+ * Waits until the caller's socket takes more. A caller that stops reading holds its call here until it
+ * reads again, leaves, or the call is cut (shutdown); false when the call should stop writing.
+ */
+function drained(call: ProxyCall): Promise<boolean> {
+  const { res, abort } = call;
+  if (res.destroyed || abort.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const settle = () => {
+      res.off('drain', settle);
+      res.off('close', settle);
+      abort.off('abort', settle);
+      resolve(!res.destroyed && !abort.aborted);
+    };
+    res.on('drain', settle);
+    res.on('close', settle);
+    abort.on('abort', settle);
+  });
+}
+
 function parseJson(body: Buffer, contentType: string): unknown {
   if (body.length === 0) return undefined;
   if (!contentType.includes('json') && body[0] !== 0x7b && body[0] !== 0x5b) return undefined;
@@ -281,7 +300,7 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
   try {
     if (filter === null) {
       for await (const chunk of up.body) {
-        if (!call.res.write(chunk as Buffer)) await once(call.res, 'drain');
+        if (!call.res.write(chunk as Buffer) && !(await drained(call))) throw new Error('the call ended while the caller was not reading');
       }
     } else {
       // Event by event through the adapter's filter, each event as soon as it is complete: a server
@@ -293,8 +312,9 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
       };
       for await (const chunk of up.body) {
         parser.push(chunk as Buffer, onEvent);
-        if (out !== '' && !call.res.write(out)) await once(call.res, 'drain');
+        const full = out !== '' && !call.res.write(out);
         out = '';
+        if (full && !(await drained(call))) throw new Error('the call ended while the caller was not reading');
       }
       parser.end(onEvent);
       if (out !== '') call.res.write(out);
@@ -508,9 +528,14 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
     for await (const chunk of up.body) {
       parser.push(chunk as Buffer, onEvent);
       if (cut) break;
-      if (res.writableNeedDrain) await once(res, 'drain');
+      if (res.writableNeedDrain && !(await drained(call))) {
+        // The caller left, or shutdown cut the call, while the sidecar waited for the caller to read.
+        call.abort.abort('client_closed');
+        failure = new UpstreamFailure('aborted', 'the call ended while the caller was not reading');
+        break;
+      }
     }
-    if (!cut) parser.end(onEvent);
+    if (!cut && failure === null) parser.end(onEvent);
   } catch (e) {
     failure = classifyUpstreamError(e, call.route.timeoutMs, call.abort);
   }
