@@ -252,15 +252,16 @@ function recordBoth(core: ProxyCore, pre: PreChecked, req: PostCheckRequest): { 
 async function refusePre(core: ProxyCore, call: ProxyCall, pre: PreChecked): Promise<number> {
   const held = disposition(pre.held.outcome, core.escalate) === 'hold';
   const headers = govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check');
-  if (!(await pre.durable())) return ledgerDown(call, headers);
+  if (!(await pre.durable())) return ledgerDown(call);
   const err = refusal('pre', pre.held.outcome, pre.reason, pre.held.envelopeId, held);
   sendError(call.res, call.route.adapter, err, headers, call.proposal);
   return err.status;
 }
 
-function ledgerDown(call: ProxyCall, headers: OutgoingHttpHeaders = {}): number {
+/** The ledger refused a row: the answer names no envelope, since a refused row's id leads nowhere. */
+function ledgerDown(call: ProxyCall): number {
   const err = errorInfo('ledger_unavailable', 'the audit ledger could not record this call, so it was not released');
-  sendError(call.res, call.route.adapter, err, headers, call.proposal);
+  sendError(call.res, call.route.adapter, err, {}, call.proposal);
   return err.status;
 }
 
@@ -287,12 +288,12 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
   try {
     up = await forward(core, call);
   } catch (e) {
-    if (!(await pre.durable())) return ledgerDown(call, headers);
+    if (!(await pre.durable())) return ledgerDown(call);
     return upstreamError(core, call, classifyUpstreamError(e, call.route.timeoutMs, call.abort), headers);
   }
   if (!(await pre.durable())) {
     up.body.destroy();
-    return ledgerDown(call, headers);
+    return ledgerDown(call);
   }
   call.res.writeHead(up.status, callerResponseHeaders(up.headers, headers));
   const sse = up.status < 300 && String(up.headers['content-type'] ?? '').includes('text/event-stream');
@@ -359,7 +360,7 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
 
   if (call.route.adapter.recordBeforeForward?.(call.proposal) === true && !(await pre.durable())) {
-    return ledgerDown(call, govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check'));
+    return ledgerDown(call);
   }
 
   const t0 = performance.now();
@@ -407,7 +408,7 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;
   const headers = govHeaders(postId, outcome, 'post_check', pre.held.envelopeId);
-  if (!(await post.durable)) return ledgerDown(call, headers);
+  if (!(await post.durable)) return ledgerDown(call);
   const d = disposition(outcome, core.escalate);
   if (d !== 'release') {
     const err = refusal('post', outcome, post.response.decision.reason, postId, d === 'hold');
@@ -475,7 +476,7 @@ async function withhold(core: ProxyCore, call: ProxyCall, pre: PreChecked, inspe
   const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, metadata));
   const outcome = post.response.decision.outcome;
   const headers = govHeaders(post.response.envelope_id, outcome, 'post_check', pre.held.envelopeId);
-  if (!(await post.durable)) return ledgerDown(call, headers);
+  if (!(await post.durable)) return ledgerDown(call);
   const held = disposition(outcome, core.escalate) === 'hold';
   const err = refusal('post', outcome, post.response.decision.reason, post.response.envelope_id, held);
   sendError(call.res, call.route.adapter, err, headers, call.proposal);
@@ -488,7 +489,7 @@ async function failedUpstream(core: ProxyCore, call: ProxyCall, pre: PreChecked,
   const output = { upstream_error: abortReason ?? f.kind, message: abortReason === undefined ? f.message : `call aborted: ${abortReason}` };
   const post = recordBoth(core, pre, postCheckRequest(pre.held, call, { output, toolsCalled: [] }, latency, { upstream_failure: output.upstream_error }));
   const headers = govHeaders(post.response.envelope_id, post.response.decision.outcome, 'post_check', pre.held.envelopeId);
-  if (!(await post.durable)) return ledgerDown(call, headers);
+  if (!(await post.durable)) return ledgerDown(call);
   return upstreamError(core, call, f, headers);
 }
 
@@ -509,7 +510,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   // The head names the pre-check envelope, so its row must be durable before the first byte leaves.
   if (!(await pre.durable())) {
     up.body.destroy();
-    return ledgerDown(call, govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check'));
+    return ledgerDown(call);
   }
   const head = callerResponseHeaders(up.headers, govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check'));
   head.trailer = `${T_FINAL_ENVELOPE}, ${T_FINAL_DECISION}`;
@@ -586,7 +587,8 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
     const err = refusal('post', outcome, post.response.decision.reason, postId, d === 'hold');
     res.write(adapter.streamErrorEvent(err, call.proposal));
   }
-  res.addTrailers({ [T_FINAL_ENVELOPE]: postId, [T_FINAL_DECISION]: outcome });
+  // Only a committed row is named: the trailers stay empty when the ledger refused it.
+  if (committed) res.addTrailers({ [T_FINAL_ENVELOPE]: postId, [T_FINAL_DECISION]: outcome });
   res.end();
   return up.status;
 }
