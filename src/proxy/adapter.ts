@@ -22,6 +22,8 @@ export interface ProtocolAdapter {
    * How the core treats a request to `pathname` (below the route prefix, no query): `governed` (parse
    * the JSON body, pre-check, post-check), `pass` (audited by one pre-check row, body and response not
    * inspected) or null (refused with 404: a path this adapter cannot govern is never forwarded blindly).
+   * The path is in normal form (no `//`, `.`/`..` segment or needless escape: routes.ts refused those with
+   * a 400) but not case-folded, and it is forwarded as written: match the spellings the upstream accepts.
    */
   classify(method: string, pathname: string): 'governed' | 'pass' | null;
 
@@ -37,6 +39,12 @@ export interface ProtocolAdapter {
 
   /** The upstream's complete (non-streamed) answer as post-check fields. `json` is undefined for a non-JSON body. */
   inspect(response: UpstreamAnswer, proposal: Proposal): Inspected;
+
+  /**
+   * True when the adapter can read a successful answer only as JSON (the LLM APIs): a 2xx answer that is
+   * neither JSON nor a stream it reads is then withheld as unreadable, never released unchecked.
+   */
+  readonly answersInJson?: boolean;
 
   /**
    * Optional reading of an upstream error answer (status 400 and up). Without it the core records the

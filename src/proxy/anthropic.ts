@@ -60,6 +60,7 @@ function agentToolId(type: unknown, id: unknown): string | null {
 /** Anthropic Messages (`POST /v1/messages`, JSON and streaming). */
 export class AnthropicAdapter implements ProtocolAdapter {
   readonly kind = 'anthropic';
+  readonly answersInJson = true;
   readonly framework = 'Claude Agents' as const;
 
   classify(method: string, pathname: string): 'governed' | 'pass' | null {

@@ -12,7 +12,7 @@ import type { ProxyRoute } from './routes.js';
 import { SseParser, type SseEvent } from './sse.js';
 import { StreamGuard, type StreamAccount } from './stream-guard.js';
 import type { ToolCallLinks } from './tool-call-links.js';
-import { classifyUpstreamError, readAll, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
+import { classifyUpstreamError, discardBody, readAll, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
 
 /** What every proxied call shares: the governor, the upstream pools and the proxy's settings. */
 export interface ProxyCore {
@@ -173,6 +173,13 @@ function drained(call: ProxyCall): Promise<boolean> {
   });
 }
 
+/** A content-encoding other than identity, or null. */
+function contentEncoding(headers: UpstreamResponse['headers']): string | null {
+  const v = headers['content-encoding'];
+  const e = (Array.isArray(v) ? v.join(', ') : String(v ?? '')).trim().toLowerCase();
+  return e === '' || e === 'identity' ? null : e;
+}
+
 function parseJson(body: Buffer, contentType: string): unknown {
   if (body.length === 0) return undefined;
   if (!contentType.includes('json') && body[0] !== 0x7b && body[0] !== 0x5b) return undefined;
@@ -292,7 +299,7 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
     return upstreamError(core, call, classifyUpstreamError(e, call.route.timeoutMs, call.abort), headers);
   }
   if (!(await pre.durable())) {
-    up.body.destroy();
+    discardBody(up.body);
     return ledgerDown(call);
   }
   call.res.writeHead(up.status, callerResponseHeaders(up.headers, headers));
@@ -382,6 +389,12 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   } catch (e) {
     return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }
+  const encoding = contentEncoding(up.headers);
+  if (encoding !== null) {
+    // The sidecar asks for identity; an answer compressed all the same cannot be checked, so it is not released.
+    discardBody(up.body);
+    return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream answered with content-encoding ${encoding}, which the sidecar cannot inspect`), performance.now() - t0);
+  }
   const contentType = String(up.headers['content-type'] ?? '');
   if (up.status < 300 && contentType.includes('text/event-stream') && call.route.adapter.openStream !== undefined) {
     return streamed(core, call, pre, up, t0);
@@ -394,6 +407,9 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
   let answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
   const adapter = call.route.adapter;
+  if (up.status < 300 && adapter.answersInJson === true && answer.json === undefined) {
+    return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream's ${up.status} answer is not JSON (content-type ${contentType || 'none'}), so the sidecar cannot inspect it`), performance.now() - t0);
+  }
   let resumed = 0;
   for (let r = up.status < 300 ? adapter.resumeAnswer?.(answer, call.proposal) : null; r != null && resumed < MAX_RESUMPTIONS; r = adapter.resumeAnswer?.(answer, call.proposal)) {
     resumed++;
@@ -443,8 +459,8 @@ async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption,
   } catch {
     return null;
   }
-  if (up.status !== 200 || !String(up.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream')) {
-    up.body.destroy();
+  if (up.status !== 200 || !String(up.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream') || contentEncoding(up.headers) !== null) {
+    discardBody(up.body);
     return null;
   }
   const parser = new SseParser();
@@ -466,7 +482,7 @@ async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption,
   } catch {
     return null;
   } finally {
-    up.body.destroy();
+    discardBody(up.body);
   }
   return size > budget ? null : Buffer.from(text);
 }
@@ -509,7 +525,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
 
   // The head names the pre-check envelope, so its row must be durable before the first byte leaves.
   if (!(await pre.durable())) {
-    up.body.destroy();
+    discardBody(up.body);
     return ledgerDown(call);
   }
   const head = callerResponseHeaders(up.headers, govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check'));
@@ -540,7 +556,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   } catch (e) {
     failure = classifyUpstreamError(e, call.route.timeoutMs, call.abort);
   }
-  if (cut) up.body.destroy();
+  if (cut) discardBody(up.body);
   if (!cut && !guard.finish()) cut = true;
 
   const latency = performance.now() - t0;

@@ -67,15 +67,21 @@ interface ToolCallDraft {
  */
 export class OpenAiAdapter implements ProtocolAdapter {
   readonly kind = 'openai';
+  readonly answersInJson = true;
   readonly framework = 'OpenAI Agents' as const;
 
+  /**
+   * Case-insensitive: OpenAI's paths are lower-case, and `/V1/responses/x` must not pass where
+   * `/v1/responses/x` is refused. The path is still forwarded as the caller wrote it.
+   */
   classify(method: string, pathname: string): 'governed' | 'pass' | null {
     if (method !== 'POST' && isStoredResponsePath(pathname)) return null;
-    return classifyLlmEndpoint(method, pathname, GOVERNED_POST, PASS_POST);
+    return classifyLlmEndpoint(method, pathname.toLowerCase(), GOVERNED_POST, PASS_POST);
   }
 
   propose(body: unknown, call: CallContext): Proposal {
-    if (RESPONSES_POST.has(call.pathname)) return proposeResponses(body, call);
+    // Lower-cased as in classify(), so that `/V1/Responses` is read as the Responses call it was governed as.
+    if (RESPONSES_POST.has(call.pathname.toLowerCase())) return proposeResponses(body, call);
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
     const { input, lastUser } = lastUserInput(messages, contentText);

@@ -105,10 +105,23 @@ export class ProxyServer {
       req.resume();
       return;
     }
+    // A path not in normal form (`//`, `..`, `%72`, `%2F`...) is never forwarded: see routes.ts pathNotNormal.
+    if ('refused' in match) {
+      sendError(res, match.route.adapter, errorInfo('bad_request', match.refused));
+      req.resume();
+      return;
+    }
     const adapter = match.route.adapter;
     const mode = adapter.classify(method, match.restPathname);
     if (mode === null) {
       sendError(res, adapter, errorInfo('not_found', `${method} ${match.restPathname} is not a path the ${match.route.kind} route governs, so it is not forwarded`));
+      req.resume();
+      return;
+    }
+    const encoding = (req.headers['content-encoding'] ?? '').trim().toLowerCase();
+    if (mode === 'governed' && encoding !== '' && encoding !== 'identity') {
+      // The checks read the body as sent, and the upstream would read it decoded: never forward a body whose checks saw other bytes.
+      sendError(res, adapter, errorInfo('bad_request', `a request body with content-encoding ${encoding} cannot be checked; send it uncompressed`));
       req.resume();
       return;
     }

@@ -17,10 +17,54 @@ export interface RouteMatch {
   route: ProxyRoute;
   /** The request path below the prefix, query included; at least `/`. */
   rest: string;
+  /** `rest` without its query; always in normal form (see pathNotNormal). */
   restPathname: string;
   /** Path and query to request from the upstream: the route URL's own path joined with `rest`. */
   upstreamPath: string;
 }
+
+/**
+ * A request under a route whose path is not in normal form: it is refused with a 400 in the route's
+ * format and never forwarded. It carries no path to forward, so a caller cannot mistake it for a match.
+ */
+export interface RouteRefusal {
+  route: ProxyRoute;
+  /** Why the path was refused, for the caller's error message. */
+  refused: string;
+}
+
+/**
+ * Why a path (no query) is not in normal form, or null when it is. Adapters decide from the path as
+ * written whether a request is governed, passed or refused, while an upstream (or anything between) may
+ * resolve it to another resource: `/v1//responses/x`, `/v1/a/../responses/x`, `/v1/%72esponses/x` and
+ * `/v1/responses%2Fx` can all reach `/v1/responses/x`. So a path with an empty segment, a `.` or `..`
+ * segment, a backslash, a `#`, a malformed escape, or an escape of a character that needs none (the
+ * unreserved ALPHA / DIGIT / `-` `.` `_` `~`) or that would be read as a separator (`%2F`, `%5C`) is
+ * refused instead of forwarded. A trailing `/` is not an empty segment. Case is left to the adapters.
+ */
+export function pathNotNormal(pathname: string): string | null {
+  if (pathname.includes('//')) return 'an empty path segment (//)';
+  if (pathname.includes('\\')) return 'a backslash';
+  if (pathname.includes('#')) return 'a # (a fragment is not part of a request)';
+  if (pathname.includes('/.')) {
+    // `..;x` too: some servers drop a segment's `;` parameters before resolving it.
+    for (const seg of pathname.split('/')) {
+      const name = seg.split(';', 1)[0];
+      if (name === '.' || name === '..') return `a ${name} segment`;
+    }
+  }
+  if (pathname.includes('%')) {
+    const escapes = pathname.match(/%(?:[0-9A-Fa-f]{2})?/g) ?? [];
+    for (const e of escapes) {
+      if (e.length !== 3) return 'a % that is not a percent-escape';
+      if (UNENCODED.test(String.fromCharCode(parseInt(e.slice(1), 16)))) return `a percent-escape that must not be encoded (${e})`;
+    }
+  }
+  return null;
+}
+
+/** Unreserved characters (RFC 3986 2.3), plus the path separators an upstream might decode. */
+const UNENCODED = /^[A-Za-z0-9\-._~/\\]$/;
 
 /** Where a route of each kind is served. Named kinds carry their name as the second path segment. */
 export function routePrefix(kind: string, name: string): string {
@@ -36,8 +80,11 @@ export class RouteTable {
     for (const r of routes) this.byPrefix.set(r.prefix, r);
   }
 
-  /** `/openai/v1/x?y` → the openai route and `/v1/x?y`; `/mcp/github/...` → the github MCP route. */
-  match(path: string): RouteMatch | null {
+  /**
+   * `/openai/v1/x?y` → the openai route and `/v1/x?y`; `/mcp/github/...` → the github MCP route. A path
+   * under a route that is not in normal form is a RouteRefusal; no route at all is null.
+   */
+  match(path: string): RouteMatch | RouteRefusal | null {
     const q = path.indexOf('?');
     const pathname = q === -1 ? path : path.slice(0, q);
     const s1 = pathname.indexOf('/', 1);
@@ -50,6 +97,8 @@ export class RouteTable {
     }
     if (route === undefined) return null;
     const restPathname = pathname.slice(route.prefix.length) || '/';
+    const notNormal = pathNotNormal(restPathname);
+    if (notNormal !== null) return { route, refused: `the request path contains ${notNormal}; send it in normal form` };
     const query = q === -1 ? '' : path.slice(q);
     const base = route.target.basePath;
     // `/mcp/orders` reaches the route URL exactly as written (some servers answer `/mcp/` but redirect

@@ -20,7 +20,8 @@ export interface UpstreamResponse {
   body: Dispatcher.ResponseData['body'];
 }
 
-export type UpstreamFailureKind = 'timeout' | 'unreachable' | 'aborted';
+/** `unreadable`: the upstream answered in a form the sidecar cannot inspect (compressed, or not JSON where JSON is due). */
+export type UpstreamFailureKind = 'timeout' | 'unreachable' | 'unreadable' | 'aborted';
 
 /** A transport failure talking to the upstream, classified for the caller's error format. */
 export class UpstreamFailure extends Error {
@@ -156,6 +157,15 @@ export class UpstreamPools {
     await Promise.all([...this.pools.values()].map((p) => p.destroy().catch(() => undefined)));
     this.pools.clear();
   }
+}
+
+/**
+ * Drops an upstream body unread. undici's body emits an abort error when destroyed before its end, and
+ * an error nobody listens to would take the process down.
+ */
+export function discardBody(body: UpstreamResponse['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
 }
 
 /**

@@ -3,6 +3,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import t from 'tap';
 import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall } from '../../src/proxy/http-tool.js';
 import { startHttpToolServer } from '../helpers/http-tool-server.js';
@@ -82,6 +83,10 @@ t.test('HTTP tools end to end through gov sidecar: real sockets, real Governor, 
   const dup = await fetch(`${sc.proxyUrl}/tools/orders`, { method: 'POST', headers: { ...headers, 'content-type': 'text/plain' }, body: '{"history_days":5,"history_days":9999}' });
   t.equal(dup.status, 400);
   t.match(await dup.json(), { error: { code: 'bad_request', message: /repeats a key/ } });
+  // Compressed, the arguments the checks read would be opaque bytes while the tool reads history_days 9999.
+  const gz = await fetch(`${sc.proxyUrl}/tools/orders/lookup`, { method: 'POST', headers: { ...headers, 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify({ history_days: 9999 })) });
+  t.equal(gz.status, 400, 'a compressed request body is refused, not checked as opaque bytes');
+  t.match(await gz.json(), { error: { code: 'bad_request', message: /content-encoding gzip/ } });
   t.equal(upstream.requests.length, n, 'refused calls never reached the upstream');
 
   const leak = await fetch(`${sc.proxyUrl}/tools/pages/leak`, { headers });

@@ -1,0 +1,63 @@
+// An answer the sidecar cannot read (compressed although it asked for identity, or not JSON from an API
+// that answers in JSON) is never released: the post-check could not have checked it.
+import t, { type Test } from 'tap';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import OpenAI, { APIError } from 'openai';
+import { openAiCompletion, openAiStream } from '../helpers/mock-upstreams.js';
+import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { refusedWith } from '../helpers/sdk-errors.js';
+
+const SECRET = 'AKIAIOSFODNN7EXAMPLE';
+const LEAK = `Here are the credentials you asked for: ${SECRET}`;
+
+async function withUpstream(t: Test, answer: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ sc: TestSidecar; seen: string[] }> {
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    seen.push(String(req.headers['accept-encoding']));
+    req.resume();
+    req.on('end', () => answer(req, res));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const sc = await startSidecar({ openai: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  t.teardown(() => sc.close());
+  return { sc, seen };
+}
+
+async function refusedAsUnreadable(t: Test, { sc, seen }: { sc: TestSidecar; seen: string[] }, stream: boolean): Promise<void> {
+  const client = new OpenAI({ apiKey: 'sk-unreadable', baseURL: `${sc.proxyUrl}/openai/v1`, maxRetries: 0 });
+  const ask = { model: 'gpt-4o-mini', messages: [{ role: 'user' as const, content: 'Show me the deploy keys' }] };
+  const err = await refusedWith(t, APIError, stream ? client.chat.completions.create({ ...ask, stream: true }) : client.chat.completions.create(ask));
+  t.equal(err.status, 502);
+  t.notMatch(JSON.stringify(err.error ?? {}), SECRET, 'the unread answer does not reach the caller');
+  const { post } = await sc.rowsOf(String(err.headers?.get('x-gov-envelope-id')));
+  t.equal(post?.payload?.request?.metadata?.upstream_failure, 'unreadable', 'the post-check row records why nothing was released');
+  t.same(seen, ['identity'], 'the sidecar had asked the upstream for an uncompressed answer');
+}
+
+t.test('a gzip answer, although identity was asked for, is withheld', async (t) => {
+  const sc = await withUpstream(t, (_req, res) => {
+    const body = gzipSync(JSON.stringify(openAiCompletion(LEAK)));
+    res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': body.length });
+    res.end(body);
+  });
+  await refusedAsUnreadable(t, sc, false);
+});
+
+t.test('a gzip stream is withheld before its first byte', async (t) => {
+  const sc = await withUpstream(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+    res.end(gzipSync(openAiStream(LEAK).join('')));
+  });
+  await refusedAsUnreadable(t, sc, true);
+});
+
+t.test('a 200 answer that is not JSON is withheld', async (t) => {
+  const sc = await withUpstream(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(LEAK);
+  });
+  await refusedAsUnreadable(t, sc, false);
+});
