@@ -7,6 +7,7 @@ import type { GovMetrics } from '../telemetry/metrics.js';
 import type { AnswerResumption, AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
 import { disposition, type EscalatePolicy } from './disposition.js';
 import { callerResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { clip } from './message-text.js';
 import type { ProxyRoute } from './routes.js';
 import { SseParser, type SseEvent } from './sse.js';
@@ -407,6 +408,9 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
   let answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
   const adapter = call.route.adapter;
+  if (nestsDeeperThan(raw)) {
+    return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream's answer nests deeper than ${MAX_JSON_NESTING} levels`), performance.now() - t0);
+  }
   if (up.status < 300 && adapter.answersInJson === true && answer.json === undefined) {
     return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream's ${up.status} answer is not JSON (content-type ${contentType || 'none'}), so the sidecar cannot inspect it`), performance.now() - t0);
   }

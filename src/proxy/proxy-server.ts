@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
+import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { errorInfo, runCall, sendError, type ProxyCore } from './governed-call.js';
 import type { RouteTable } from './routes.js';
 import { CallAbort } from './upstream.js';
@@ -155,6 +156,9 @@ export class ProxyServer {
           headers: req.headers,
           route: match.route.name,
         };
+        if (mode === 'governed' && nestsDeeperThan(body)) {
+          return sendError(res, adapter, errorInfo('bad_request', `the request body nests objects or arrays deeper than ${MAX_JSON_NESTING} levels`));
+        }
         let proposal: Proposal;
         if (mode === 'governed' && adapter.proposeRaw !== undefined) {
           try {

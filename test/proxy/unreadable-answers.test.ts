@@ -61,3 +61,29 @@ t.test('a 200 answer that is not JSON is withheld', async (t) => {
   });
   await refusedAsUnreadable(t, sc, false);
 });
+
+t.test('an answer nested deeper than the sidecar reads is withheld, not refused by the ledger after the fact', async (t) => {
+  const deep = '['.repeat(30_000) + ']'.repeat(30_000);
+  const sc = await withUpstream(t, (_req, res) => {
+    const body = JSON.stringify(openAiCompletion(LEAK)).replace('"refusal":null', `"refusal":null,"extra":${deep}`);
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  });
+  await refusedAsUnreadable(t, sc, false);
+});
+
+t.test('a request nested deeper than the sidecar reads is a 400, never forwarded', async (t) => {
+  const deep = '['.repeat(30_000) + ']'.repeat(30_000);
+  const { sc, seen } = await withUpstream(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(openAiCompletion('ok')));
+  });
+  const r = await fetch(`${sc.proxyUrl}/openai/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-deep' },
+    body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"metadata":{"x":${deep}}}`,
+  });
+  t.equal(r.status, 400);
+  t.match(await r.json(), { error: { code: 'bad_request', message: /nests/ } });
+  t.equal(seen.length, 0, 'the upstream never saw it');
+});
