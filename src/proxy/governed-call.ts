@@ -10,7 +10,7 @@ import { callerResponseHeaders, upstreamRequestHeaders } from './headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { clip } from './message-text.js';
 import type { ProxyRoute } from './routes.js';
-import { SseParser, type SseEvent } from './sse.js';
+import { MAX_EVENT_CHARS, SseParser, type SseEvent } from './sse.js';
 import { StreamGuard, type StreamAccount } from './stream-guard.js';
 import type { ToolCallLinks } from './tool-call-links.js';
 import { classifyUpstreamError, discardBody, readAll, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
@@ -207,10 +207,11 @@ export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
   } finally {
     const ms = performance.now() - started;
     core.metrics.recordRequest(`${call.route.prefix}/*`, status || call.res.statusCode, call.ctx.agentId, ms);
-    // Identity, route and outcome only: never a header, a body or a credential.
+    // Identity, route and outcome only: never a header, a body or a credential, nor the path below the
+    // route, where a tool's URL may carry personal data (`/tools/crm/customers/<email>`).
     if (core.logger.isLevelEnabled('debug')) {
       const decision = call.res.getHeader('x-gov-decision');
-      core.logger.debug({ agent_id: call.ctx.agentId, route: call.route.prefix, method: call.ctx.method, path: call.ctx.pathname, status: status || call.res.statusCode, decision, ms: Math.round(ms * 1000) / 1000 }, 'proxied call');
+      core.logger.debug({ agent_id: call.ctx.agentId, route: call.route.prefix, method: call.ctx.method, status: status || call.res.statusCode, decision, ms: Math.round(ms * 1000) / 1000 }, 'proxied call');
     }
   }
 }
@@ -321,6 +322,7 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
       };
       for await (const chunk of up.body) {
         parser.push(chunk as Buffer, onEvent);
+        if (parser.pendingChars() > MAX_EVENT_CHARS) throw new Error('an upstream stream event grew too large');
         const full = out !== '' && !call.res.write(out);
         out = '';
         if (full && !(await drained(call))) throw new Error('the call ended while the caller was not reading');
@@ -549,6 +551,10 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
     for await (const chunk of up.body) {
       parser.push(chunk as Buffer, onEvent);
       if (cut) break;
+      if (parser.pendingChars() > MAX_EVENT_CHARS) {
+        failure = new UpstreamFailure('unreadable', `an upstream stream event grew past ${MAX_EVENT_CHARS} characters`);
+        break;
+      }
       if (res.writableNeedDrain && !(await drained(call))) {
         // The caller left, or shutdown cut the call, while the sidecar waited for the caller to read.
         call.abort.abort('client_closed');

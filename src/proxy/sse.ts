@@ -30,6 +30,13 @@ export function eventJson(ev: SseEvent): Record<string, unknown> | null {
  * Incremental SSE parser (WHATWG event-stream framing). Chunks may split lines, CRLF pairs and UTF-8
  * sequences anywhere; the decoder and the held-back tail take care of all three.
  */
+/**
+ * The most text one event may take before it is complete. LLM stream events are deltas of a few hundred
+ * bytes; a stream whose event grows past this is broken or hostile, and holding it whole costs memory and,
+ * as it grows, time on every chunk.
+ */
+export const MAX_EVENT_CHARS = 8 * 1024 * 1024;
+
 export class SseParser {
   private readonly decoder = new StringDecoder('utf8');
   private buf = '';
@@ -41,6 +48,8 @@ export class SseParser {
   private start = 0;
   /** Offset in buf of the next line to read. */
   private pos = 0;
+  /** Offset in buf up to which the line being read has no line end: a long line is scanned once, not per chunk. */
+  private scanned = 0;
 
   push(chunk: Uint8Array, emit: (e: SseEvent) => void): void {
     this.buf += this.decoder.write(chunk as Buffer);
@@ -68,12 +77,18 @@ export class SseParser {
     return this.buf.slice(this.start);
   }
 
+  /** Characters received but not yet part of a complete event: what a caller bounds. */
+  pendingChars(): number {
+    return this.buf.length - this.start;
+  }
+
   private drain(emit: (e: SseEvent) => void): void {
     const b = this.buf;
     for (;;) {
       let nl = -1;
       let width = 1;
-      for (let i = this.pos; i < b.length; i++) {
+      let i = Math.max(this.pos, this.scanned);
+      for (; i < b.length; i++) {
         const c = b.charCodeAt(i);
         if (c === 10) {
           nl = i;
@@ -87,7 +102,10 @@ export class SseParser {
           break;
         }
       }
-      if (nl === -1) break;
+      if (nl === -1) {
+        this.scanned = i;
+        break;
+      }
       const line = b.slice(this.pos, nl);
       this.pos = nl + width;
       if (line === '') this.dispatch(this.pos, emit);
@@ -96,10 +114,12 @@ export class SseParser {
     if (this.start > 0 && this.start === this.pos) {
       this.buf = b.slice(this.start);
       this.pos -= this.start;
+      this.scanned = Math.max(0, this.scanned - this.start);
       this.start = 0;
     } else if (this.start > 65536) {
       this.buf = b.slice(this.start);
       this.pos -= this.start;
+      this.scanned = Math.max(0, this.scanned - this.start);
       this.start = 0;
     }
   }

@@ -1,7 +1,7 @@
 // An answer the sidecar cannot read (compressed although it asked for identity, or not JSON from an API
 // that answers in JSON) is never released: the post-check could not have checked it.
 import t, { type Test } from 'tap';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import OpenAI, { APIError } from 'openai';
@@ -86,4 +86,37 @@ t.test('a request nested deeper than the sidecar reads is a 400, never forwarded
   t.equal(r.status, 400);
   t.match(await r.json(), { error: { code: 'bad_request', message: /nests/ } });
   t.equal(seen.length, 0, 'the upstream never saw it');
+});
+
+t.test('a stream event that never ends is cut at its bound: the stream ends with an error and the row says why', async (t) => {
+  const { sc } = await withUpstream(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(openAiStream('Your order ships today.')[0]);
+    // One data line that never ends: 16 KB at a time, for as long as it is read.
+    const piece = 'data: ' + 'x'.repeat(16 * 1024 - 6);
+    let sent = 0;
+    const pump = () => {
+      while (!res.destroyed && sent < 64 * 1024 * 1024) {
+        sent += piece.length;
+        if (!res.write(piece)) return void res.once('drain', pump);
+      }
+    };
+    pump();
+  });
+  const { status, body, preId } = await new Promise<{ status: number; body: string; preId: string }>((resolve, reject) => {
+    const req = request(`${sc.proxyUrl}/openai/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-endless' } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, preId: String(res.headers['x-gov-envelope-id']) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'Where is my order?' }] }));
+  });
+  t.equal(status, 200, 'the stream had started');
+  t.match(body, /upstream_unreachable/, 'it ends with an error event');
+  t.ok(body.length < 1024 * 1024, 'the unfinished event was never released');
+  const { post } = await sc.rowsOf(preId);
+  t.equal(post?.payload?.request?.metadata?.upstream_failure, 'unreadable');
 });
