@@ -526,8 +526,8 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   const res = call.res;
   const inspector = adapter.openStream!(call.proposal);
   const escalate = core.escalate;
-  const check = (draft: Inspected) =>
-    disposition(g.probe(pre.held, postCheckRequest(pre.held, call, draft, 0)).decision.outcome, escalate) === 'release' ? ('pass' as const) : ('withhold' as const);
+  const check = (draft: Inspected, latencyMs = 0) =>
+    disposition(g.probe(pre.held, postCheckRequest(pre.held, call, draft, latencyMs)).decision.outcome, escalate) === 'release' ? ('pass' as const) : ('withhold' as const);
 
   // The head names the pre-check envelope, so its row must be durable before the first byte leaves.
   if (!(await pre.durable())) {
@@ -574,7 +574,8 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   // The whole answer decides what happens to the part still held; the row records that decision.
   let releaseRest = false;
   if (!cut) {
-    releaseRest = check(snapshot) === 'pass';
+    // With the latency the row will record, so that the release follows the same inputs as the recorded decision.
+    releaseRest = check(snapshot, latency) === 'pass';
     if (!releaseRest) guard.withholdRest();
   }
   const acc: StreamAccount = guard.account(!releaseRest);
