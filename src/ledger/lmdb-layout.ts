@@ -26,8 +26,15 @@ export const LMDB_DB_NAMES = {
  * is on a new page each time, so one whole-file map ends up resident (file-backed RSS) in proportion to the
  * ledger: 1,476 MB of a 2.35 GB file after 600k rows appended 16 at a time, against 227 MB with chunks
  * (lmdb-js alone; docs/performance.md). Measured cost: none on append or on the sidecar, ~9 % on verify.
+ *
+ * eventTurnBatching off: by default lmdb-js opens a transaction per event-loop turn with an internal
+ * batch-start write whose promise nobody can reach, so a failed commit (I/O error, disk full) rejects it
+ * unhandled and Node exits. The ledger batches on its own: each batch is one ifNoExists block, which
+ * lmdb-js keeps in one transaction either way, and a kv put is a single write. The write thread still
+ * starts at setImmediate after the first write (lmdb-js's write.js, txnStartThreshold path), where the
+ * per-turn batch started it.
  */
-export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true, remapChunks: true } as const;
+export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true, remapChunks: true, eventTurnBatching: false } as const;
 
 /** The record committed with every batch: the seq and hash of the last row. */
 export interface MetaHead {

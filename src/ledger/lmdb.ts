@@ -98,6 +98,8 @@ interface PendingRow {
   agentId: string;
   postCheckParent: string | null;
   countsAsExecution: boolean;
+  /** Appended with `urgent` (AppendOptions): its batch starts at the end of the task and may sync on this thread. */
+  urgent: boolean;
   resolve: (row: AuditRow) => void;
   reject: (err: unknown) => void;
 }
@@ -162,12 +164,27 @@ export function loadBesidesSyncs(active: number, idle: number, ownSyncMs: number
 
 const ASCII = /^[\x00-\x7f]*$/;
 
+/**
+ * lmdb-js rejects every write of a failed commit with an error whose `commitError` is one more promise,
+ * rejected with the cause, that nothing else observes: left alone, Node ends the process on an unhandled
+ * rejection. Marks it handled (the write's own rejection carries the failure).
+ */
+function observeCommitError(err: unknown): void {
+  const commitError = (err as { commitError?: unknown } | null)?.commitError;
+  if (commitError instanceof Promise) commitError.catch(() => undefined);
+}
+
 class LmdbLedger implements Ledger {
   private readonly builder: RowBuilder;
   private committedHead: { seq: number; hash: string | null };
   private queue: PendingRow[] = [];
   private writing = false;
+  /** A flush is pending: at the end of this task (microtask) or of the loop turn (setImmediate). */
   private scheduled = false;
+  /** The pending flush is a microtask (an urgent row does not wait for a pending setImmediate). */
+  private microtaskScheduled = false;
+  /** A setImmediate flush is queued; once a microtask flush overtook it, it flushes only if scheduled again. */
+  private immediatePending = false;
   private closing = false;
   private closed: Promise<void> | null = null;
   private idleWaiters: Array<() => void> = [];
@@ -181,13 +198,19 @@ class LmdbLedger implements Ledger {
   private readonly stats = new Map<string, AgentStats>();
   /** Agent stats as last committed (what the database holds), for writing absolute values. */
   private readonly durableStats = new Map<string, AgentStats>();
-  private readonly flushBound = () => this.flush();
+  private readonly flushOnMicrotask = () => {
+    if (this.microtaskScheduled) this.flush();
+  };
+  private readonly flushOnImmediate = () => {
+    this.immediatePending = false;
+    if (this.scheduled) this.flush();
+  };
   private readonly envelopeKeys: FreshKeys;
   private readonly postCheckKeys: FreshKeys;
   /** performance.now() when the last batch began, or ended if it committed on this thread; see IDLE_FLUSH_MS. */
   private lastFlushAt = 0;
-  /** A row appended with `urgent` waits in the queue (AppendOptions). */
-  private urgentQueued = false;
+  /** Rows appended with `urgent` waiting in the queue (AppendOptions). */
+  private urgentQueued = 0;
   /** fsync: batches the write thread committed whose disk sync has not been confirmed yet, in commit order. */
   private readonly unsynced = new Set<PendingRow[]>();
   /** Moving average of on-loop fsync commit times, and until when batches stay off the loop (LOOP_SYNC_MAX_MS). */
@@ -254,6 +277,7 @@ class LmdbLedger implements Ledger {
       agentId: entry.agent_id,
       postCheckParent: entry.phase === 'post_check' ? entry.parent_envelope_id : null,
       countsAsExecution: countsAsExecution(entry.phase),
+      urgent: options?.urgent === true,
       resolve,
       reject,
     };
@@ -265,18 +289,30 @@ class LmdbLedger implements Ledger {
     }
     if (pending.countsAsExecution) addExecution(this.statsFor(pending.agentId), entry.decision);
     this.queue.push(pending);
-    const urgent = options?.urgent === true;
-    if (urgent) this.urgentQueued = true;
+    if (pending.urgent) this.urgentQueued++;
     if (this.writing) return promise;
-    if (!this.scheduled) {
-      this.scheduled = true;
-      // Busy (a batch began within the last IDLE_FLUSH_MS): wait for setImmediate, so that appends from
-      // every request handled in this loop turn join one batch. Idle: commit at the end of this task,
-      // because there is nobody to batch with and waiting only adds latency (~0.35 ms a call at 500 req/s).
-      if (urgent || performance.now() - this.lastFlushAt > this.idleFlushMs) queueMicrotask(this.flushBound);
-      else setImmediate(this.flushBound);
-    }
+    // Busy (a batch began within the last IDLE_FLUSH_MS): wait for setImmediate, so that appends from
+    // every request handled in this loop turn join one batch. Idle: commit at the end of this task,
+    // because there is nobody to batch with and waiting only adds latency (~0.35 ms a call at 500 req/s).
+    // An urgent row commits at the end of this task even when a setImmediate flush is already pending.
+    if (pending.urgent) this.scheduleFlush(true);
+    else if (!this.scheduled) this.scheduleFlush(performance.now() - this.lastFlushAt > this.idleFlushMs);
     return promise;
+  }
+
+  /** Flushes the queue at the end of this task (microtask) or of the loop turn, unless that is pending. */
+  private scheduleFlush(microtask: boolean): void {
+    if (microtask) {
+      if (this.microtaskScheduled) return;
+      this.scheduled = true;
+      this.microtaskScheduled = true;
+      queueMicrotask(this.flushOnMicrotask);
+    } else if (!this.scheduled) {
+      this.scheduled = true;
+      if (this.immediatePending) return;
+      this.immediatePending = true;
+      setImmediate(this.flushOnImmediate);
+    }
   }
 
   private checkConflicts(entry: AppendEntry): void {
@@ -314,16 +350,21 @@ class LmdbLedger implements Ledger {
 
   private flush(): void {
     this.scheduled = false;
+    this.microtaskScheduled = false;
     this.lastFlushAt = performance.now();
     if (this.writing || this.queue.length === 0) return;
-    const urgent = this.urgentQueued;
-    this.urgentQueued = false;
     let count = 0;
     let bytes = 0;
+    let urgentRows = 0;
     while (count < this.queue.length && count < MAX_BATCH_ROWS && bytes < MAX_BATCH_BYTES) {
-      bytes += this.queue[count].built.bytes.length;
+      const p = this.queue[count];
+      bytes += p.built.bytes.length;
+      if (p.urgent) urgentRows++;
       count++;
     }
+    // Urgency is the batch's own: an urgent row left for the next batch keeps it for that one.
+    const urgent = urgentRows > 0;
+    this.urgentQueued -= urgentRows;
     const batch = count === this.queue.length ? this.queue : this.queue.slice(0, count);
     this.queue = count === this.queue.length ? [] : this.queue.slice(count);
     this.writing = true;
@@ -380,8 +421,42 @@ class LmdbLedger implements Ledger {
         }
         if (this.queue.length > 0) this.flush();
       },
-      (err: unknown) => this.failBatch(batch, err),
+      (err: unknown) => {
+        observeCommitError(err);
+        // lmdb-js makes a commit visible, then syncs the disk, then reports: a failed sync rejects the
+        // write (and its `flushed` never settles) although the batch is stored.
+        if (this.isStored(head)) this.committedNotDurable(batch, statsWrites, head, err);
+        else this.failBatch(batch, err);
+      },
     );
+  }
+
+  /**
+   * True when the database holds the batch that ends at `head`: the head record commits with the batch.
+   * Read in a fresh snapshot (lmdb-js renews its read transaction after a commit it resolves, not after
+   * one it rejects).
+   */
+  private isStored(head: MetaHead): boolean {
+    try {
+      this.env.resetReadTxn();
+      const stored = this.meta.get('head') as MetaHead | undefined;
+      return stored !== undefined && stored.seq === head.seq && stored.hash === head.hash;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * The batch committed but its disk sync failed: the chain goes on from it (its rows are stored, later
+   * rows link to them), but neither it nor any earlier batch still waiting for its own sync is confirmed
+   * durable, so all of them are refused to their appenders. Rows queued behind it commit as usual.
+   */
+  private committedNotDurable(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead, cause: unknown): void {
+    this.settleCommit(batch, true, statsWrites, head);
+    for (const earlier of this.unsynced) this.refuseUnflushed(earlier, cause);
+    this.unsynced.clear();
+    this.refuseUnflushed(batch, cause);
+    if (this.queue.length > 0) this.flush();
   }
 
   /**
@@ -404,7 +479,10 @@ class LmdbLedger implements Ledger {
         return true;
       });
     } catch (err) {
-      this.failBatch(batch, err);
+      // A failed sync stalled the loop as long as a slow one: it counts towards the backoff.
+      if (this.durability === 'fsync') this.timeLoopSync(started);
+      if (this.isStored(head)) this.committedNotDurable(batch, statsWrites, head, err);
+      else this.failBatch(batch, err);
       return;
     }
     if (this.durability === 'fsync') this.timeLoopSync(started);
@@ -418,12 +496,10 @@ class LmdbLedger implements Ledger {
       for (const earlier of this.unsynced) this.acknowledge(earlier);
       this.unsynced.clear();
     }
-    // Appends made while this batch was acknowledged join the next turn's batch.
+    // Rows still queued (appended while this batch was acknowledged, or left over from a batch cut at
+    // MAX_BATCH_ROWS) join the next turn's batch, or commit at the end of this task if one is urgent.
     this.acknowledge(batch);
-    if (this.queue.length > 0 && !this.scheduled) {
-      this.scheduled = true;
-      setImmediate(this.flushBound);
-    }
+    if (this.queue.length > 0) this.scheduleFlush(this.urgentQueued > 0);
   }
 
   /** False while slow on-loop syncs keep batches on the write thread (LOOP_SYNC_MAX_MS). */
@@ -516,6 +592,7 @@ class LmdbLedger implements Ledger {
     this.queue = [];
     const error =
       cause instanceof LedgerUnavailableError ? cause : new LedgerUnavailableError('ledger commit failed', { cause });
+    this.urgentQueued = 0;
     for (const p of [...batch, ...rest]) {
       this.inFlight.delete(p.envelopeId);
       if (p.postCheckParent !== null) this.inFlightPostChecks.delete(p.postCheckParent);
@@ -730,13 +807,18 @@ class LmdbLedger implements Ledger {
     if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
     const seq = this.envelopes.get(envelopeId);
     if (seq === undefined) return false;
-    const erased = await this.env.childTransaction(() => {
-      const bytes = this.rows.get(seq);
-      if (!bytes) throw new LedgerIntegrityError(`envelope ${envelopeId} is indexed at seq ${seq}, which is missing`, seq);
-      const next = eraseRow(bytes, seq);
-      if (next !== bytes) this.rows.putSync(seq, next);
-      return true;
-    });
+    const erased = await this.env
+      .childTransaction(() => {
+        const bytes = this.rows.get(seq);
+        if (!bytes) throw new LedgerIntegrityError(`envelope ${envelopeId} is indexed at seq ${seq}, which is missing`, seq);
+        const next = eraseRow(bytes, seq);
+        if (next !== bytes) this.rows.putSync(seq, next);
+        return true;
+      })
+      .catch((err: unknown) => {
+        observeCommitError(err);
+        throw err;
+      });
     await new Promise<unknown>((res) => this.env.flushed.then(res, res));
     return erased;
   }
@@ -778,7 +860,10 @@ class LmdbKv implements KvStore {
     const entry = { ns, key, json };
     this.pending.set(id, entry);
     try {
-      await (json === undefined ? this.db.remove([ns, key]) : this.db.put([ns, key], json));
+      await (json === undefined ? this.db.remove([ns, key]) : this.db.put([ns, key], json)).catch((err: unknown) => {
+        observeCommitError(err);
+        throw err;
+      });
       await new Promise<unknown>((res) => this.env.flushed.then(res, res));
     } finally {
       if (this.pending.get(id) === entry) this.pending.delete(id);

@@ -397,6 +397,105 @@ t.test('fsync: an urgent row waits for a batch already on the write thread, then
   t.equal((await storage.ledger.verify()).valid, true);
 });
 
+t.test('an urgent row commits within the task even when a plain row of the same task waits for the loop turn', async (t) => {
+  for (const durability of ['fsync', 'commit'] as const) {
+    // Pinned busy ledger: the plain row schedules a flush for the end of the loop turn (setImmediate).
+    const storage = await openLmdbStorage(tempLedgerDir(t), { durability, idleFlushMs: Infinity, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: 1 });
+    let plainDone = false;
+    let urgentDone = false;
+    const plain = storage.ledger.append(entry()).then((r) => ((plainDone = true), r));
+    const urgent = storage.ledger.append(entry(), { urgent: true }).then((r) => ((urgentDone = true), r));
+    await microtasks();
+    t.equal(urgentDone, true, `${durability}: the urgent row is acknowledged within the task`);
+    t.equal(plainDone, true, `${durability}: the plain row before it shares its batch`);
+    // The setImmediate the plain row scheduled is still pending: a plain row appended now waits for it.
+    let lateDone = false;
+    const late = storage.ledger.append(entry()).then((r) => ((lateDone = true), r));
+    await microtasks();
+    t.equal(lateDone, false, `${durability}: a later plain row still waits for the loop turn`);
+    const rows = await Promise.all([plain, urgent, late]);
+    t.same(rows.map((r) => r.seq), [1, 2, 3]);
+    t.same((await storage.ledger.verify()).rows_checked, 3);
+    await storage.close();
+  }
+});
+
+t.test('fsync: a failed batch that held an urgent row leaves no urgency behind', async (t) => {
+  // Idle ledger, busy loop pinned: plain batches go to the write thread, only urgent ones sync on this thread.
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir, { durability: 'fsync', idleFlushMs: -1, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: -1 });
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  await pastUtilizationWindow();
+  await ledger.append(entry());
+  await ledger.append(entry());
+  await withRawRows(dir, (rows) => rows.put(3, Buffer.from('not ours')));
+  const doomed = ledger.append(entry());
+  await microtasks(); // its batch is on the write thread; the urgent row queues behind it
+  const urgent = ledger.append(entry(), { urgent: true });
+  await t.rejects(doomed, { code: 'ledger_unavailable', message: /seq 3 is already stored/ });
+  await t.rejects(urgent, { code: 'ledger_unavailable', message: /seq 3 is already stored/ });
+  await withRawRows(dir, (rows) => rows.remove(3));
+  for (let i = 0; i < 2; i++) {
+    let done = false;
+    const next = ledger.append(entry()).then(() => (done = true));
+    await microtasks();
+    t.equal(done, false, `plain row ${i + 1} after the failure goes to the write thread, as a plain row does`);
+    await next;
+  }
+  t.same(await ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: ledger.head().hash });
+});
+
+t.test('commit: an urgent row refused with a failed long queue leaves no urgency behind', async (t) => {
+  // Pinned busy ledger: plain rows wait for the loop turn, and so does the rest of a queue longer than
+  // one batch (8,192 rows) unless an urgent row waits in it.
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir, { durability: 'commit', idleFlushMs: Infinity });
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  await ledger.append(entry());
+  await withRawRows(dir, (rows) => rows.put(2, Buffer.from('not ours')));
+  // The urgent row lies beyond the first batch; that batch fails, and the urgent row with it.
+  const doomed = Array.from({ length: 8192 }, () => ledger.append(entry()));
+  doomed.push(ledger.append(entry(), { urgent: true }));
+  const outcomes = await Promise.allSettled(doomed);
+  t.ok(outcomes.every((o) => o.status === 'rejected'), 'every queued row is refused');
+  await withRawRows(dir, (rows) => rows.remove(2));
+
+  const rows = Array.from({ length: 8193 }, () => ledger.append(entry()));
+  let lastDone = false;
+  void rows[8192].then(() => (lastDone = true));
+  await rows[8191];
+  await microtasks();
+  t.equal(lastDone, false, 'the plain row left over from a full batch waits for the next loop turn');
+  t.equal((await rows[8192]).seq, 8194);
+  t.equal((await ledger.verify()).valid, true);
+});
+
+t.test('fsync: an urgent row beyond the first batch of a long queue keeps its urgency, and only it does', async (t) => {
+  // Busy loop pinned: only a batch that holds an urgent row syncs on this thread. 8,192 rows fill a batch.
+  const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: -1, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: -1 });
+  t.teardown(() => storage.close());
+  await pastUtilizationWindow();
+  await storage.ledger.append(entry());
+  const plain = Array.from({ length: 8192 }, () => storage.ledger.append(entry()));
+  let plainDone = 0;
+  for (const p of plain) void p.then(() => plainDone++);
+  let urgentDone = false;
+  const urgent = storage.ledger.append(entry(), { urgent: true }).then((r) => ((urgentDone = true), r));
+  await microtasks();
+  t.equal(plainDone, 0, 'the first batch, all plain rows, goes to the write thread');
+  t.equal(urgentDone, false);
+  await plain[plain.length - 1];
+  await microtasks();
+  // Once the write thread has committed the first batch, the urgent one commits and syncs on this thread,
+  // and its sync confirms the first batch too: both are acknowledged in the same task.
+  t.equal(urgentDone, true, 'the urgent row is acknowledged with the batch before it');
+  const last = await urgent;
+  t.equal(last.seq, 8194);
+  t.equal((await storage.ledger.verify()).rows_checked, 8194);
+});
+
 t.test('fsync: after slow on-loop syncs, urgent rows go to the write thread too', async (t) => {
   const storage = await openLmdbStorage(tempLedgerDir(t), { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: -1, loopSyncMaxUtilization: 1 });
   t.teardown(() => storage.close());

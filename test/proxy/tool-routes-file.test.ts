@@ -97,7 +97,8 @@ t.test('the sidecar routes /mcp/{name} and /tools/{name} to their URL joined wit
   const table = buildRouteTable(settings.proxy!, ADAPTERS, { manifest: () => null, links: new ToolCallLinks() });
   const to = (path: string) => {
     const m = table.match(path);
-    return m === null ? null : [m.route.kind, m.route.name, m.route.target.origin + m.upstreamPath];
+    if (m === null) return null;
+    return 'refused' in m ? ['refused', m.route.name] : [m.route.kind, m.route.name, m.route.target.origin + m.upstreamPath];
   };
   t.same(to('/mcp/orders'), ['mcp', 'orders', 'http://h:1/mcp']);
   t.same(to('/mcp/ORDERS/x/y?a=1'), ['mcp', 'orders', 'http://h:1/mcp/x/y?a=1'], 'names are case-insensitive; the query is kept');
