@@ -36,11 +36,39 @@ function errorObject(err: ProxyErrorInfo): Json {
   return { type: 'error', error: { type: ERROR_TYPES[err.kind], message: err.message } };
 }
 
-/** Text of the blocks a model writes (text and thinking): all of it reaches the caller, so all of it is checked. */
+/**
+ * Text of a content block as it reaches the caller, so that all of it is checked: what the model writes
+ * (text, thinking) and what a tool Anthropic runs itself hands back in a `*_tool_result` block (web search
+ * and fetch results, code execution output, MCP connector results), which can carry a secret or an
+ * injection like any tool result.
+ */
 function blockText(b: Json): string {
   if (b.type === 'text' && typeof b.text === 'string') return b.text;
   if (b.type === 'thinking' && typeof b.thinking === 'string') return b.thinking;
+  if (typeof b.type === 'string' && b.type.endsWith('_tool_result')) {
+    const out: string[] = [];
+    collectStrings(b.content, out);
+    return out.join('\n');
+  }
   return '';
+}
+
+/** Fields of a tool result that are opaque to a reader (ciphertext, signatures, base64 payloads). */
+const OPAQUE_FIELDS = new Set(['encrypted_content', 'encrypted_index', 'signature', 'data', 'file_id', 'tool_use_id', 'type', 'media_type']);
+
+/** The readable strings of a tool result, depth-first; nesting is bounded by the listener (json-nesting.ts). */
+function collectStrings(v: unknown, out: string[]): void {
+  if (typeof v === 'string') {
+    if (v !== '') out.push(v);
+  } else if (Array.isArray(v)) {
+    for (const x of v) collectStrings(x, out);
+  } else if (isObject(v)) {
+    for (const [k, x] of Object.entries(v)) {
+      // A base64 document is opaque, a plain-text one is read.
+      if (k === 'data' && v.type === 'text') collectStrings(x, out);
+      else if (!OPAQUE_FIELDS.has(k)) collectStrings(x, out);
+    }
+  }
 }
 
 interface BlockDraft {

@@ -134,6 +134,34 @@ t.test('streaming: released whole when clean, cut before a secret otherwise', as
   t.ok(partial.length > 0 && BENIGN.repeat(3).startsWith(partial), 'the clean text before it was delivered');
 });
 
+t.test("what Anthropic's own tools hand back is checked like any tool result", async (t) => {
+  // A web fetch Anthropic ran itself returns a page that carries a credential: withheld, not passed on.
+  const fetched = {
+    type: 'web_fetch_tool_result',
+    tool_use_id: 'srvtoolu_1',
+    content: { type: 'web_fetch_result', url: 'https://example.com/notes', content: { type: 'document', source: { type: 'text', media_type: 'text/plain', data: `deploy notes: ${SECRET}` } } },
+  };
+  reply = () => ({ json: { ...(anthropicMessage(BENIGN) as object), content: [fetched, { type: 'text', text: BENIGN }] } });
+  const err = await refused(t, client().messages.create(ask('Summarise the deploy notes')));
+  t.equal(err.status, 403);
+  t.notMatch(JSON.stringify(err.error), /ghp_/);
+
+  // Streamed, the result block arrives whole in its content_block_start and is held until checked.
+  const events = anthropicStream(BENIGN);
+  const result = `event: content_block_start\ndata: ${JSON.stringify({ type: 'content_block_start', index: 1, content_block: { type: 'code_execution_tool_result', tool_use_id: 'srvtoolu_2', content: { type: 'code_execution_result', stdout: `token=${SECRET}`, stderr: '', return_code: 0 } } })}\n\nevent: content_block_stop\ndata: {"type":"content_block_stop","index":1}\n\n`;
+  reply = () => ({ sse: [...events.slice(0, -2), result, ...events.slice(-2)] });
+  const seen: string[] = [];
+  let error: unknown = null;
+  try {
+    const s = await client().messages.create({ ...ask('Run the script'), stream: true });
+    for await (const e of s) seen.push(JSON.stringify(e));
+  } catch (e) {
+    error = e;
+  }
+  t.ok(error instanceof APIError, 'the stream ends with an Anthropic error event');
+  t.notMatch(seen.join(''), /ghp_/, 'the code output never reached the caller');
+});
+
 t.test('streaming: an undeclared tool use never leaves; a declared one does', async (t) => {
   reply = () => ({ sse: anthropicStream('Working on it.', [{ name: 'send_email', args: { to: 'x@example.com' } }]) });
   const seen: string[] = [];
