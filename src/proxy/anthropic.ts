@@ -56,7 +56,7 @@ function blockText(b: Json): string {
 /** Fields of a tool result that are opaque to a reader (ciphertext, signatures, base64 payloads). */
 const OPAQUE_FIELDS = new Set(['encrypted_content', 'encrypted_index', 'signature', 'data', 'file_id', 'tool_use_id', 'type', 'media_type']);
 
-/** The readable strings of a tool result, depth-first; nesting is bounded by the listener (json-nesting.ts). */
+/** The readable strings of a tool result, depth-first (a whole answer's nesting is bounded before it is read: json-nesting.ts). */
 function collectStrings(v: unknown, out: string[]): void {
   if (typeof v === 'string') {
     if (v !== '') out.push(v);

@@ -6,7 +6,7 @@ import type { Governor, HeldPreCheck } from '../runtime/governor.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { AnswerResumption, AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
 import { disposition, type EscalatePolicy } from './disposition.js';
-import { callerResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import { callerResponseHeaders, nonIdentityEncoding, upstreamRequestHeaders } from './headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { clip } from './message-text.js';
 import type { ProxyRoute } from './routes.js';
@@ -172,13 +172,6 @@ function drained(call: ProxyCall): Promise<boolean> {
     res.on('close', settle);
     abort.on('abort', settle);
   });
-}
-
-/** A content-encoding other than identity, or null. */
-function contentEncoding(headers: UpstreamResponse['headers']): string | null {
-  const v = headers['content-encoding'];
-  const e = (Array.isArray(v) ? v.join(', ') : String(v ?? '')).trim().toLowerCase();
-  return e === '' || e === 'identity' ? null : e;
 }
 
 function parseJson(body: Buffer, contentType: string): unknown {
@@ -392,7 +385,7 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   } catch (e) {
     return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }
-  const encoding = contentEncoding(up.headers);
+  const encoding = nonIdentityEncoding(up.headers);
   if (encoding !== null) {
     // The sidecar asks for identity; an answer compressed all the same cannot be checked, so it is not released.
     discardBody(up.body);
@@ -408,11 +401,12 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   } catch (e) {
     return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }
-  let answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
-  const adapter = call.route.adapter;
+  // Before the parse: nothing of an answer nested this deep is read.
   if (nestsDeeperThan(raw)) {
     return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream's answer nests deeper than ${MAX_JSON_NESTING} levels`), performance.now() - t0);
   }
+  let answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
+  const adapter = call.route.adapter;
   if (up.status < 300 && adapter.answersInJson === true && answer.json === undefined) {
     return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream's ${up.status} answer is not JSON (content-type ${contentType || 'none'}), so the sidecar cannot inspect it`), performance.now() - t0);
   }
@@ -465,7 +459,7 @@ async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption,
   } catch {
     return null;
   }
-  if (up.status !== 200 || !String(up.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream') || contentEncoding(up.headers) !== null) {
+  if (up.status !== 200 || !String(up.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream') || nonIdentityEncoding(up.headers) !== null) {
     discardBody(up.body);
     return null;
   }

@@ -65,3 +65,13 @@ export function callerResponseHeaders(headers: IncomingHttpHeaders, extra: Outgo
   for (const name in extra) out[name] = extra[name];
   return out;
 }
+
+/**
+ * A body's content-encoding when it is not identity, else null. The checks read bodies as they are sent,
+ * so a compressed body, request or answer, is one they cannot read.
+ */
+export function nonIdentityEncoding(headers: IncomingHttpHeaders): string | null {
+  const v = headers['content-encoding'];
+  const e = (Array.isArray(v) ? v.join(', ') : (v ?? '')).trim().toLowerCase();
+  return e === '' || e === 'identity' ? null : e;
+}

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { errorInfo, runCall, sendError, type ProxyCore } from './governed-call.js';
+import { nonIdentityEncoding } from './headers.js';
 import type { RouteTable } from './routes.js';
 import { CallAbort } from './upstream.js';
 
@@ -119,8 +120,8 @@ export class ProxyServer {
       req.resume();
       return;
     }
-    const encoding = (req.headers['content-encoding'] ?? '').trim().toLowerCase();
-    if (mode === 'governed' && encoding !== '' && encoding !== 'identity') {
+    const encoding = mode === 'governed' ? nonIdentityEncoding(req.headers) : null;
+    if (encoding !== null) {
       // The checks read the body as sent, and the upstream would read it decoded: never forward a body whose checks saw other bytes.
       sendError(res, adapter, errorInfo('bad_request', `a request body with content-encoding ${encoding} cannot be checked; send it uncompressed`));
       req.resume();
