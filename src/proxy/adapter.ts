@@ -233,12 +233,31 @@ export interface ProxyErrorInfo {
 
 /**
  * The LLM providers' path rule: a POST to an endpoint the adapter reads is governed, a POST to one that
- * produces no model text passes with a pre-check row, GET and HEAD pass, and any other POST is refused:
- * an endpoint that generates text the adapter cannot read is never forwarded ungoverned.
+ * produces no model text passes with a pre-check row, a GET or HEAD passes only where it reads metadata
+ * that holds no model output (`isMetadataRead`), and anything else is refused: an endpoint that generates
+ * text the adapter cannot read, or hands back stored content nobody checked on this path (a batch's
+ * results, a file's bytes, a stored answer), is never forwarded ungoverned.
  */
-export function classifyLlmEndpoint(method: string, pathname: string, governed: ReadonlySet<string>, passPost: ReadonlySet<string>): 'governed' | 'pass' | null {
+export function classifyLlmEndpoint(
+  method: string,
+  pathname: string,
+  governed: ReadonlySet<string>,
+  passPost: ReadonlySet<string>,
+  isMetadataRead: (pathname: string) => boolean,
+): 'governed' | 'pass' | null {
   if (method === 'POST') return governed.has(pathname) ? 'governed' : passPost.has(pathname) ? 'pass' : null;
-  return method === 'GET' || method === 'HEAD' ? 'pass' : null;
+  return (method === 'GET' || method === 'HEAD') && isMetadataRead(pathname) ? 'pass' : null;
+}
+
+/**
+ * `/v1/models` or `/v1/models/{id}` (also without `/v1`, a trailing `/` allowed): the one read an agent's
+ * SDK makes on its own (LangChain and others list models at start-up), and it holds no model output.
+ */
+export function isModelsRead(pathname: string): boolean {
+  const segs = pathname.split('/');
+  if (segs.at(-1) === '' && segs.length > 2) segs.pop();
+  const i = segs[1] === 'v1' ? 2 : 1;
+  return segs[i] === 'models' && segs.length - i <= 2 && segs.slice(i).every((s) => s !== '');
 }
 
 /** A request body the adapter cannot make sense of: the caller gets a 400 in its format. */

@@ -1,6 +1,7 @@
 import type { ToolResultInput } from '../contracts/runtime.js';
 import {
   classifyLlmEndpoint,
+  isModelsRead,
   ProposalError,
   type CallContext,
   type Inspected,
@@ -92,7 +93,7 @@ export class AnthropicAdapter implements ProtocolAdapter {
   readonly framework = 'Claude Agents' as const;
 
   classify(method: string, pathname: string): 'governed' | 'pass' | null {
-    return classifyLlmEndpoint(method, pathname, GOVERNED_POST, PASS_POST);
+    return classifyLlmEndpoint(method, pathname, GOVERNED_POST, PASS_POST, isModelsRead);
   }
 
   propose(body: unknown, call: CallContext): Proposal {

@@ -20,24 +20,6 @@ export const RESPONSES_POST: ReadonlySet<string> = new Set(['/v1/responses', '/r
 /** Counting a request's input tokens produces no model text: forwarded with a pre-check row. */
 export const RESPONSES_PASS_POST: ReadonlySet<string> = new Set(['/v1/responses/input_tokens', '/responses/input_tokens']);
 
-/**
- * A path below `/v1/responses`, `/v1/chat/completions` or `/v1/conversations` read with GET (or any other
- * method but POST): a stored response, its replayed event stream, its input items, a stored chat
- * completion or the list of them, conversation items. Output OpenAI stored server-side holds model output
- * that was never checked on this path (including an answer the sidecar withheld, whose id a stream
- * announces in its first event), so these are refused rather than passed.
- *
- * Matched by segment, case-insensitively (`/V1/Responses/x` too) and ignoring a segment's `;` parameters:
- * the path is forwarded as written, and what the upstream may take for the same resource is refused too.
- * The listener has already refused paths not in normal form (`//`, `..`, `%72`: routes.ts).
- */
-export function isStoredResponsePath(pathname: string): boolean {
-  const segs = pathname.toLowerCase().split('/').map((s) => s.split(';', 1)[0]);
-  const i = segs[1] === 'v1' ? 2 : 1;
-  const first = segs[i] ?? '';
-  return first === 'responses' || (first === 'chat' && segs[i + 1] === 'completions') || first.startsWith('conversations');
-}
-
 /** Per-call state carried in the proposal: marks the call as a Responses call, and numbers our error event. */
 export class ResponsesCall {
   /** Highest `sequence_number` seen in the upstream's stream; our error event takes the next one. */

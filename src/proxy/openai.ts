@@ -1,6 +1,7 @@
 import type { ToolResultInput } from '../contracts/runtime.js';
 import {
   classifyLlmEndpoint,
+  isModelsRead,
   ProposalError,
   type CallContext,
   type Inspected,
@@ -15,7 +16,6 @@ import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue
 import {
   inspectResponse,
   isResponsesProposal,
-  isStoredResponsePath,
   openResponsesStream,
   proposeResponses,
   RESPONSES_PASS_POST,
@@ -61,9 +61,9 @@ interface ToolCallDraft {
 /**
  * OpenAI Chat Completions (`POST /v1/chat/completions`, JSON and `stream: true`) and, through
  * openai-responses.ts, the Responses API (`POST /v1/responses`). Everything else under /openai is either
- * a read (GET) or an embedding/moderation call, forwarded with a pre-check row, or refused: an endpoint
- * that generates text this adapter cannot read is not forwarded ungoverned, and neither is a stored
- * response read back (`GET /v1/responses/{id}`).
+ * the models list or an embedding/moderation call, forwarded with a pre-check row, or refused: an
+ * endpoint that generates text this adapter cannot read is not forwarded ungoverned, and neither is
+ * stored output read back (`GET /v1/responses/{id}`, a batch's output file).
  */
 export class OpenAiAdapter implements ProtocolAdapter {
   readonly kind = 'openai';
@@ -71,12 +71,11 @@ export class OpenAiAdapter implements ProtocolAdapter {
   readonly framework = 'OpenAI Agents' as const;
 
   /**
-   * Case-insensitive: OpenAI's paths are lower-case, and `/V1/responses/x` must not pass where
-   * `/v1/responses/x` is refused. The path is still forwarded as the caller wrote it.
+   * Case-insensitive: OpenAI's paths are lower-case, and `/V1/Responses` is governed as the Responses
+   * call the upstream may take it for. The path is still forwarded as the caller wrote it.
    */
   classify(method: string, pathname: string): 'governed' | 'pass' | null {
-    if (method !== 'POST' && isStoredResponsePath(pathname)) return null;
-    return classifyLlmEndpoint(method, pathname.toLowerCase(), GOVERNED_POST, PASS_POST);
+    return classifyLlmEndpoint(method, pathname.toLowerCase(), GOVERNED_POST, PASS_POST, isModelsRead);
   }
 
   propose(body: unknown, call: CallContext): Proposal {

@@ -128,6 +128,36 @@ t.test('the list of stored chat completions is a stored-output read as well', as
   t.equal(mock.requests.length, 0);
 });
 
+t.test('a read on an LLM route passes only for the models list: stored content nobody checked is refused', async (t) => {
+  const stored = [
+    ['/openai/v1/files/file_1/content', 'a file: a batch\'s output, say'],
+    ['/openai/v1/batches/batch_1', 'batch status'],
+    ['/openai/v1/threads/thread_1/messages', 'stored assistant messages'],
+    ['/openai/v1/containers/cntr_1/files/cfile_1/content', 'a code interpreter output file'],
+    ['/openai/v1/models/gpt-4o/extra', 'below one model'],
+    ['/openai/v1/models;x', 'a models segment with parameters'],
+    ['/anthropic/v1/messages/batches/msgbatch_1/results', 'a message batch\'s results'],
+    ['/anthropic/v1/files/file_1/content', 'a file\'s bytes'],
+    ['/anthropic/v1/Models', 'another spelling on Anthropic'],
+  ];
+  for (const [path, what] of stored) {
+    const a = await send('GET', path, undefined, path.startsWith('/anthropic') ? { 'anthropic-version': '2023-06-01' } : {});
+    t.equal(a.status, 404, `GET ${path} (${what})`);
+    if (path.startsWith('/anthropic')) t.match(a.json, { type: 'error', error: { type: 'not_found_error' } }, 'in the Anthropic format');
+    else t.match(a.json, { error: { code: 'not_found' } }, 'in the OpenAI format');
+  }
+  t.equal((await send('HEAD', '/openai/v1/files/file_1/content')).status, 404, 'HEAD as well');
+  t.equal(mock.requests.length, 0, 'the upstream saw none of them');
+
+  reply = () => ({ json: { data: [{ id: 'claude-mock-1', type: 'model' }] } });
+  for (const path of ['/openai/v1/models', '/openai/V1/Models/gpt-4o', '/openai/models', '/anthropic/v1/models', '/anthropic/v1/models/claude-mock-1/']) {
+    const a = await send('GET', path);
+    t.equal(a.status, 200, `GET ${path} passes`);
+    t.equal(a.headers['x-gov-phase'], 'pre_check', 'with its pre-check row');
+  }
+  t.equal(mock.requests.length, 5);
+});
+
 t.test('governed endpoints, other routes: a path not in normal form is a 400 in the route format', async (t) => {
   const post = await send('POST', '/openai/v1//chat/completions', chat('Where is order 1234?'));
   t.equal(post.status, 400, 'POST /openai/v1//chat/completions');
