@@ -189,9 +189,21 @@ export interface AskedToolCall {
 }
 
 /** How one upstream SSE event relates to the governed content. */
+/** Text an event adds to one channel: a contiguous text the caller reads (a choice, a content part, a block). */
+export interface TextPiece {
+  channel: string;
+  text: string;
+}
+
 export interface StreamEventView {
-  /** Assistant text this event adds; released only once the text after it has been checked (guard window). */
-  text?: string;
+  /**
+   * Text this event adds, by channel; released only once the text after it in its channel has been
+   * checked (guard window). Channels may interleave (the choices of `n: 2`); each is checked as one
+   * string, so a match split across chunks of one is still seen whole.
+   */
+  texts?: readonly TextPiece[];
+  /** Channels that end here: no more text follows in them, so their tails need no window. */
+  closes?: readonly string[];
   /**
    * The atomic unit (a tool call, an MCP result) this event belongs to. Events of a unit are held until
    * the unit is complete and has passed its check, then released in order.

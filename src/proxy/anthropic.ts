@@ -12,7 +12,7 @@ import {
   type StreamInspector,
   type UpstreamAnswer,
 } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
 import { eventJson, type SseEvent } from './sse.js';
 
 const GOVERNED_POST = new Set(['/v1/messages']);
@@ -39,37 +39,20 @@ function errorObject(err: ProxyErrorInfo): Json {
 
 /**
  * Text of a content block as it reaches the caller, so that all of it is checked: what the model writes
- * (text, thinking) and what a tool Anthropic runs itself hands back in a `*_tool_result` block (web search
- * and fetch results, code execution output, MCP connector results), which can carry a secret or an
- * injection like any tool result.
+ * (text and the passages its citations quote, thinking), and the readable strings of every other block
+ * but a tool call: what a tool Anthropic runs itself hands back in a `*_tool_result` block (web search and
+ * fetch results, code execution output, MCP connector results), which can carry a secret or an injection
+ * like any tool result, and any block type added after this reader was written.
  */
 function blockText(b: Json): string {
-  if (b.type === 'text' && typeof b.text === 'string') return b.text;
-  if (b.type === 'thinking' && typeof b.thinking === 'string') return b.thinking;
-  if (typeof b.type === 'string' && b.type.endsWith('_tool_result')) {
-    const out: string[] = [];
-    collectStrings(b.content, out);
-    return out.join('\n');
-  }
-  return '';
+  if (b.type === 'text') return joinText(str(b.text) ?? '', readableText(b.citations));
+  if (b.type === 'thinking') return str(b.thinking) ?? '';
+  if (b.type === 'tool_use' || b.type === 'server_tool_use') return '';
+  return readableText(b);
 }
 
-/** Fields of a tool result that are opaque to a reader (ciphertext, signatures, base64 payloads). */
-const OPAQUE_FIELDS = new Set(['encrypted_content', 'encrypted_index', 'signature', 'data', 'file_id', 'tool_use_id', 'type', 'media_type']);
-
-/** The readable strings of a tool result, depth-first (a whole answer's nesting is bounded before it is read: json-nesting.ts). */
-function collectStrings(v: unknown, out: string[]): void {
-  if (typeof v === 'string') {
-    if (v !== '') out.push(v);
-  } else if (Array.isArray(v)) {
-    for (const x of v) collectStrings(x, out);
-  } else if (isObject(v)) {
-    for (const [k, x] of Object.entries(v)) {
-      // A base64 document is opaque, a plain-text one is read.
-      if (k === 'data' && v.type === 'text') collectStrings(x, out);
-      else if (!OPAQUE_FIELDS.has(k)) collectStrings(x, out);
-    }
-  }
+function joinText(a: string, b: string): string {
+  return a === '' ? b : b === '' ? a : `${a}\n${b}`;
 }
 
 interface BlockDraft {
@@ -78,7 +61,11 @@ interface BlockDraft {
   name: string;
   json: string;
   input: unknown;
+  /** What the block reads as (text, thinking, a tool result's strings). */
   text: string;
+  /** Citations (`{index}:c`) and deltas of kinds this reader does not know (`{index}:x:{type}`), read as text. */
+  cited: string;
+  other: Map<string, string>;
 }
 
 /** The id under which the agent runs a tool block; null for a server tool, which Anthropic runs itself. */
@@ -173,13 +160,20 @@ export class AnthropicAdapter implements ProtocolAdapter {
   }
 }
 
-/** Content blocks by index; a tool_use block is a unit that completes at its content_block_stop. */
+/**
+ * Content blocks by index; a tool_use block is a unit that completes at its content_block_stop. Each
+ * block's text is its own guard channel (`{index}`), its citations and unknown deltas two more, all closed
+ * by the block's stop.
+ */
 class AnthropicMessageStream implements StreamInspector {
   private readonly blocks = new Map<number, BlockDraft>();
   private readonly open = new Set<number>();
   private model: string | undefined;
   private inTok: number | undefined;
   private outTok: number | undefined;
+  /** Text of blocks announced in message_start, and of events of unknown kinds. */
+  private startText = '';
+  private eventText = '';
 
   onEvent(ev: SseEvent): StreamEventView {
     const e = eventJson(ev);
@@ -191,36 +185,57 @@ class AnthropicMessageStream implements StreamInspector {
         const u = isObject(m.usage) ? m.usage : {};
         this.inTok = intOrUndefined(u.input_tokens) ?? this.inTok;
         this.outTok = intOrUndefined(u.output_tokens) ?? this.outTok;
-        return {};
+        // Content is announced empty here; should an upstream put blocks in it, they are read as any block.
+        if (!Array.isArray(m.content) || m.content.length === 0) return {};
+        const text = m.content.map((b) => (isObject(b) ? blockText(b) : '')).filter((t) => t !== '').join('\n');
+        this.startText = joinText(this.startText, text);
+        return text === '' ? {} : { texts: [{ channel: 'm', text }] };
       }
       case 'content_block_start': {
         const i = typeof e.index === 'number' ? e.index : 0;
-        const b = isObject(e.content_block) ? e.content_block : {};
-        const type = str(b.type) ?? 'unknown';
-        const draft: BlockDraft = { type, id: str(b.id) ?? '', name: str(b.name) ?? '', json: '', input: b.input ?? {}, text: blockText(b) };
-        this.blocks.set(i, draft);
-        if (type === 'tool_use' || type === 'server_tool_use') {
-          this.open.add(i);
-          return { unit: i };
-        }
-        return draft.text !== '' ? { text: draft.text } : {};
+        const draft = this.startBlock(i, isObject(e.content_block) ? e.content_block : {});
+        if (this.open.has(i)) return { unit: i };
+        return draft.text !== '' ? { texts: [{ channel: String(i), text: draft.text }] } : {};
       }
       case 'content_block_delta': {
         const i = typeof e.index === 'number' ? e.index : 0;
         const d = isObject(e.delta) ? e.delta : {};
-        const draft = this.blocks.get(i);
-        if (d.type === 'input_json_delta') {
-          if (draft !== undefined && typeof d.partial_json === 'string') draft.json += d.partial_json;
-          return { unit: i };
+        // A delta for a block never started starts one: a call (held, gated, unnamed) or text.
+        const draft = this.blocks.get(i) ?? this.startBlock(i, { type: d.type === 'input_json_delta' ? 'tool_use' : 'text' });
+        switch (d.type) {
+          case 'input_json_delta':
+            if (typeof d.partial_json === 'string') draft.json += d.partial_json;
+            return { unit: i };
+          case 'text_delta':
+          case 'thinking_delta': {
+            const piece = str(d.type === 'text_delta' ? d.text : d.thinking) ?? '';
+            if (piece === '') return {};
+            draft.text += piece;
+            return { texts: [{ channel: String(i), text: piece }] };
+          }
+          case 'signature_delta':
+            return {};
+          case 'citations_delta': {
+            // Each citation is whole and quotes a passage the caller reads; a newline sets it off from the last.
+            const text = readableText(d.citation);
+            if (text === '') return {};
+            const piece = draft.cited === '' ? text : `\n${text}`;
+            draft.cited += piece;
+            return { texts: [{ channel: `${i}:c`, text: piece }] };
+          }
+          default: {
+            // A delta of a kind added later continues the text of the deltas of its kind before it.
+            const text = readableText(d);
+            if (text === '') return {};
+            const channel = `${i}:x:${str(d.type) ?? ''}`;
+            draft.other.set(channel, (draft.other.get(channel) ?? '') + text);
+            return { texts: [{ channel, text }] };
+          }
         }
-        const piece = d.type === 'text_delta' ? str(d.text) : d.type === 'thinking_delta' ? str(d.thinking) : null;
-        if (piece === null || piece === '') return {};
-        if (draft !== undefined) draft.text += piece;
-        return { text: piece };
       }
       case 'content_block_stop': {
         const i = typeof e.index === 'number' ? e.index : 0;
-        if (!this.open.delete(i)) return {};
+        if (!this.open.delete(i)) return { closes: this.channelsOf(i) };
         // The stop event belongs to the unit: it leaves with the call it closes.
         return { unit: i, completes: [i] };
       }
@@ -230,8 +245,17 @@ class AnthropicMessageStream implements StreamInspector {
         this.inTok = intOrUndefined(u.input_tokens) ?? this.inTok;
         return {};
       }
-      default:
+      case 'message_stop':
+      case 'ping':
         return {};
+      default: {
+        // An event of a kind added later (or an upstream `error`): whatever it says the caller can read.
+        const text = readableText(e);
+        if (text === '') return {};
+        const piece = this.eventText === '' ? text : `\n${text}`;
+        this.eventText += piece;
+        return { texts: [{ channel: 'e', text: piece }] };
+      }
     }
   }
 
@@ -239,6 +263,20 @@ class AnthropicMessageStream implements StreamInspector {
     const rest = [...this.open];
     this.open.clear();
     return rest;
+  }
+
+  private startBlock(i: number, b: Json): BlockDraft {
+    const type = str(b.type) ?? 'unknown';
+    const draft: BlockDraft = { type, id: str(b.id) ?? '', name: str(b.name) ?? '', json: '', input: b.input ?? {}, text: blockText(b), cited: '', other: new Map() };
+    this.blocks.set(i, draft);
+    if (type === 'tool_use' || type === 'server_tool_use') this.open.add(i);
+    return draft;
+  }
+
+  /** The text channels of block `i`: its text, its citations and its deltas of unknown kinds. */
+  private channelsOf(i: number): string[] {
+    const b = this.blocks.get(i);
+    return [String(i), `${i}:c`, ...(b === undefined ? [] : b.other.keys())];
   }
 
   private useOf(b: BlockDraft): AnswerToolCall {
@@ -255,11 +293,13 @@ class AnthropicMessageStream implements StreamInspector {
 
   snapshot(): Inspected {
     const texts: string[] = [];
+    if (this.startText !== '') texts.push(this.startText);
     const uses: AnswerToolCall[] = [];
     for (const b of this.blocks.values()) {
       if (b.type === 'tool_use' || b.type === 'server_tool_use') uses.push(this.useOf(b));
-      else if (b.text !== '') texts.push(b.text);
+      for (const t of [b.text, b.cited, ...b.other.values()]) if (t !== '') texts.push(t);
     }
+    if (this.eventText !== '') texts.push(this.eventText);
     const { entries, called, asked } = toolCallFields(uses, 'input');
     const output: Json = { text: texts.join('\n') };
     if (entries.length > 0) output.tool_calls = entries;

@@ -539,12 +539,16 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   let cut = false;
   let failure: UpstreamFailure | null = null;
   const onEvent = (ev: SseEvent) => {
-    if (!cut && !guard.push(ev)) cut = true;
+    if (cut || failure !== null) return;
+    // Readers walk an event's JSON (the parts they do not know, as text); nothing nested this deep is read.
+    if (ev.data.length > MAX_JSON_NESTING && nestsDeeperThan(Buffer.from(ev.data))) {
+      failure = new UpstreamFailure('unreadable', `an upstream stream event nests deeper than ${MAX_JSON_NESTING} levels`);
+    } else if (!guard.push(ev)) cut = true;
   };
   try {
     for await (const chunk of up.body) {
       parser.push(chunk as Buffer, onEvent);
-      if (cut) break;
+      if (cut || failure !== null) break;
       if (parser.pendingChars() > MAX_EVENT_CHARS) {
         failure = new UpstreamFailure('unreadable', `an upstream stream event grew past ${MAX_EVENT_CHARS} characters`);
         break;
@@ -560,7 +564,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   } catch (e) {
     failure = classifyUpstreamError(e, call.route.timeoutMs, call.abort);
   }
-  if (cut) discardBody(up.body);
+  if (cut || failure !== null) discardBody(up.body);
   if (!cut && !guard.finish()) cut = true;
 
   const latency = performance.now() - t0;

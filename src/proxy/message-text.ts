@@ -103,3 +103,52 @@ export function toolCallFields(calls: Iterable<AnswerToolCall>, argsKey: 'argume
   }
   return { entries, called, asked };
 }
+
+/**
+ * Fields no policy can read or that only name things: ciphertext, signatures, base64 payloads, ids,
+ * `type` tags, and the Responses API's random `obfuscation` padding. `logprobs` repeat the text a token at
+ * a time (their alternatives, one token each, are too short for any pattern to match).
+ */
+const OPAQUE_FIELDS = new Set([
+  'encrypted_content',
+  'encrypted_index',
+  'signature',
+  'data',
+  'file_id',
+  'tool_use_id',
+  'type',
+  'media_type',
+  'id',
+  'item_id',
+  'call_id',
+  'obfuscation',
+  'logprobs',
+  'top_logprobs',
+  'partial_image_b64',
+]);
+
+/**
+ * The readable strings of a part of an answer this proxy has no specific reader for (a tool result, a
+ * citation, a field or event a provider added later), depth-first and joined by newlines, so that what the
+ * caller can read is checked even where its shape is unknown. Whole answers and stream events are bounded
+ * in nesting before they are read (json-nesting.ts).
+ */
+export function readableText(v: unknown): string {
+  const out: string[] = [];
+  collectStrings(v, out);
+  return out.join('\n');
+}
+
+function collectStrings(v: unknown, out: string[]): void {
+  if (typeof v === 'string') {
+    if (v !== '') out.push(v);
+  } else if (Array.isArray(v)) {
+    for (const x of v) collectStrings(x, out);
+  } else if (isObject(v)) {
+    for (const k in v) {
+      // A base64 document is opaque, a plain-text one is read.
+      if (k === 'data' && v.type === 'text') collectStrings(v[k], out);
+      else if (!OPAQUE_FIELDS.has(k)) collectStrings(v[k], out);
+    }
+  }
+}

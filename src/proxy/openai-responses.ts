@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ToolResultInput } from '../contracts/runtime.js';
-import { ProposalError, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type UpstreamAnswer } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
+import { ProposalError, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from './adapter.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
 import { eventJson, type SseEvent } from './sse.js';
 
 /**
@@ -148,24 +148,41 @@ interface ToolDraft {
   id: string;
   name: string;
   args: unknown;
-  /** A hosted MCP call's result (`output`/`error`): tool output the agent reads. */
+  /**
+   * A hosted tool's result, tool output the agent reads: a hosted MCP call's `output`, the readable text
+   * of file search `results` and code interpreter `outputs` (logs). Its `error` too.
+   */
   result: unknown;
   error: unknown;
 }
 
 interface ItemDraft {
   type: string;
-  /** Text the caller reads, by part: `c{i}` content (output_text, refusal, reasoning_text), `s{i}` reasoning summary. */
+  /**
+   * Text the caller reads, by part: `c{i}` content (output_text, refusal, reasoning_text), `a{i}` the
+   * annotations (citations) of content part i, `s{i}` reasoning summary, `x` the other fields of an item,
+   * `x:{event family}:{i}` the text of events this reader does not know. Each part is a guard channel.
+   */
   parts: Map<string, TextPart>;
   tool: ToolDraft | null;
 }
 
+/** A content part's text: `text`, `refusal`, or for a part of a kind added later its readable strings. */
 function partText(p: unknown): TextPart | null {
   if (!isObject(p)) return null;
   if (typeof p.text === 'string') return { refusal: false, text: p.text };
   if (typeof p.refusal === 'string') return { refusal: true, text: p.refusal };
-  return null;
+  const { annotations: _, ...rest } = p;
+  const text = readableText(rest);
+  return text === '' ? null : { refusal: false, text };
 }
+
+/** Fields of an output item read on their own; the other fields of an item that is not a call are read as text. */
+const ITEM_READ = new Set(['id', 'type', 'status', 'role', 'content', 'summary', 'encrypted_content']);
+/** Where a hosted tool's call item carries what the tool handed back. */
+const HOSTED_RESULT_KEYS = ['outputs', 'results'] as const;
+/** Events whose payload no policy can read (base64 audio). */
+const OPAQUE_EVENTS = new Set(['response.audio.delta', 'response.output_audio.delta']);
 
 function toolArgs(type: string, item: Json): unknown {
   if (type === 'function_call' || type === 'mcp_call' || type === 'mcp_approval_request') return typeof item.arguments === 'string' ? item.arguments : undefined;
@@ -227,12 +244,25 @@ class ResponseReader implements StreamInspector {
       case 'response.output_item.added':
       case 'response.output_item.done': {
         if (!isObject(e.item) || idx < 0) return {};
-        const r = this.absorbItem(idx, e.item, type === 'response.output_item.done');
-        return view(r.text, this.items.get(idx)?.tool ? idx : undefined, r.completes);
+        const done = type === 'response.output_item.done';
+        const r = this.absorbItem(idx, e.item, done);
+        const v = view(r.texts, this.items.get(idx)?.tool ? idx : undefined, r.completes);
+        if (done) v.closes = [...this.items.get(idx)!.parts.keys()].map((k) => `${idx}:${k}`);
+        return v;
       }
       case 'response.content_part.added':
-      case 'response.content_part.done':
-        return this.setPartFromEvent(idx, `c${ci}`, partText(e.part));
+      case 'response.content_part.done': {
+        if (idx < 0 || !isObject(e.part)) return {};
+        const d = this.draft(idx, 'message');
+        return view(this.absorbPart(d, idx, ci, e.part), d.tool ? idx : undefined, []);
+      }
+      case 'response.output_text.annotation.added': {
+        if (idx < 0) return {};
+        const d = this.draft(idx, 'message');
+        const text = readableText(e.annotation);
+        const prev = d.parts.get(`a${ci}`)?.text ?? '';
+        return view(this.setPart(d, idx, `a${ci}`, text === '' ? null : { refusal: false, text: prev === '' ? text : `${prev}\n${text}` }), d.tool ? idx : undefined, []);
+      }
       case 'response.reasoning_summary_part.added':
       case 'response.reasoning_summary_part.done':
         return this.setPartFromEvent(idx, `s${si}`, partText(e.part));
@@ -243,10 +273,7 @@ class ResponseReader implements StreamInspector {
         if (typeof e.delta !== 'string' || idx < 0) return {};
         const d = this.draft(idx, DELTA_ITEM[type]);
         const key = type === 'response.reasoning_summary_text.delta' ? `s${si}` : `c${ci}`;
-        const part = d.parts.get(key);
-        if (part === undefined) d.parts.set(key, { refusal: type === 'response.refusal.delta', text: e.delta });
-        else part.text += e.delta;
-        return view(e.delta, d.tool ? idx : undefined, []);
+        return view(this.appendDelta(d, idx, key, e.delta, type === 'response.refusal.delta'), d.tool ? idx : undefined, []);
       }
       case 'response.output_text.done':
       case 'response.reasoning_text.done':
@@ -276,10 +303,20 @@ class ResponseReader implements StreamInspector {
         if (typeof e.name === 'string' && e.name !== '') t.name = e.name;
         return { unit: idx, completes: !this.open.has(idx) && toolKey(t) !== before ? [idx] : [] };
       }
-      default:
+      default: {
         // Progress events of a call (`response.mcp_call.in_progress`, `response.web_search_call.searching`,
         // `response.code_interpreter_call_code.delta`...) travel with it.
-        return idx >= 0 && this.items.get(idx)?.tool ? { unit: idx } : {};
+        if (idx >= 0 && this.items.get(idx)?.tool) return { unit: idx };
+        if (OPAQUE_EVENTS.has(type)) return {};
+        // An event of a kind added after this reader was written (an audio transcript, an upstream `error`):
+        // whatever it says the caller can read, so it is read as text. A string `delta` continues the
+        // family's text; anything else states it whole, reconciled like the known `.done` events.
+        const d = this.draft(idx, 'message');
+        const key = `x:${type.replace(/\.(delta|done)$/, '')}:${ci}`;
+        if (type.endsWith('.delta') && typeof e.delta === 'string') return view(this.appendDelta(d, idx, key, e.delta, false), undefined, []);
+        const text = readableText(e);
+        return view(this.setPart(d, idx, key, text === '' ? null : { refusal: false, text }), undefined, []);
+      }
     }
   }
 
@@ -291,7 +328,7 @@ class ResponseReader implements StreamInspector {
 
   /** A Response object (the JSON answer, or the one a lifecycle event carries); `final` completes every call. */
   absorbResponse(resp: unknown, final: boolean): StreamEventView {
-    let text = '';
+    const texts: TextPiece[] = [];
     const completes: number[] = [];
     if (isObject(resp)) {
       if (typeof resp.model === 'string') this.model = resp.model;
@@ -300,13 +337,13 @@ class ResponseReader implements StreamInspector {
         resp.output.forEach((item, i) => {
           if (!isObject(item)) return;
           const r = this.absorbItem(i, item, final);
-          text += r.text;
+          texts.push(...r.texts);
           completes.push(...r.completes);
         });
       }
     }
     if (final) completes.push(...this.finish());
-    return view(text, completes[0], completes);
+    return view(texts, completes[0], completes);
   }
 
   snapshot(): Inspected {
@@ -317,7 +354,10 @@ class ResponseReader implements StreamInspector {
     for (const idx of [...this.items.keys()].sort((a, b) => a - b)) {
       const d = this.items.get(idx)!;
       for (const p of d.parts.values()) if (p.text !== '') (p.refusal ? refusals : texts).push(p.text);
-      if (d.tool !== null) this.collectTool(d.tool, calls, results);
+      if (d.tool !== null) {
+        const r = this.collectTool(d.tool, calls, results);
+        if (r !== '') texts.push(r);
+      }
     }
     const { entries, called, asked } = toolCallFields(calls, 'arguments');
     const output: Json = { text: texts.join('\n') };
@@ -339,34 +379,49 @@ class ResponseReader implements StreamInspector {
   unitsSnapshot(units: readonly number[]): Inspected {
     const calls: AnswerToolCall[] = [];
     const results: ToolResultInput[] = [];
+    const texts: string[] = [];
     for (const u of units) {
       const t = this.items.get(u)?.tool;
-      if (t) this.collectTool(t, calls, results);
+      if (t) {
+        const r = this.collectTool(t, calls, results);
+        if (r !== '') texts.push(r);
+      }
     }
     const { entries, called, asked } = toolCallFields(calls, 'arguments');
-    const ins: Inspected = { output: { tool_calls: entries }, toolsCalled: called, askedToolCalls: asked, model: this.model };
+    const output: Json = texts.length > 0 ? { text: texts.join('\n'), tool_calls: entries } : { tool_calls: entries };
+    const ins: Inspected = { output, toolsCalled: called, askedToolCalls: asked, model: this.model };
     if (results.length > 0) ins.toolResults = results;
     return ins;
   }
 
-  private collectTool(t: ToolDraft, calls: AnswerToolCall[], results: ToolResultInput[]): void {
+  /**
+   * Adds a call to the post-check's tool calls, and a hosted tool's result to its tool results. Returns
+   * that result's readable text: it is part of the answer the caller reads, so it is also output text,
+   * checked for secrets and personal data like the text of Anthropic's server tool results.
+   */
+  private collectTool(t: ToolDraft, calls: AnswerToolCall[], results: ToolResultInput[]): string {
     calls.push({ id: t.agentRun ? t.id : null, name: t.name, args: t.args ?? {} });
-    if ((t.result !== undefined && t.result !== null) || (t.error !== undefined && t.error !== null)) {
-      const r: ToolResultInput = { name: clip(t.name === '' ? 'unknown_tool' : t.name, 200) };
-      if (t.result !== undefined && t.result !== null) r.output = resultValue(t.result);
-      if (t.error !== undefined && t.error !== null) r.error = clip(typeof t.error === 'string' ? t.error : JSON.stringify(t.error), 2000);
-      results.push(r);
-    }
+    if ((t.result === undefined || t.result === null) && (t.error === undefined || t.error === null)) return '';
+    const r: ToolResultInput = { name: clip(t.name === '' ? 'unknown_tool' : t.name, 200) };
+    if (t.result !== undefined && t.result !== null) r.output = resultValue(t.result);
+    if (t.error !== undefined && t.error !== null) r.error = clip(typeof t.error === 'string' ? t.error : JSON.stringify(t.error), 2000);
+    results.push(r);
+    return readableText([t.result, t.error]);
   }
 
-  /** The item at `idx`, created (and, for a call, opened as a unit) on first sight. */
+  /**
+   * The item at `idx`, created (and, for a call, opened as a unit) on first sight. An item first seen
+   * through a text event and then announced as a call becomes a call: its later events are held as a unit
+   * and it passes the tool-trust gate, whatever order the upstream sent them in.
+   */
   private draft(idx: number, type: string): ItemDraft {
     let d = this.items.get(idx);
-    if (d === undefined) {
+    if (d === undefined || (d.tool === null && isCallType(type))) {
       const call = isCallType(type);
+      const parts = d?.parts ?? new Map<string, TextPart>();
       d = {
         type,
-        parts: new Map(),
+        parts,
         tool: call ? { agentRun: AGENT_CALLS.has(type), id: '', name: NAMED_CALLS.has(type) ? '' : callName(type, {}), args: undefined, result: undefined, error: undefined } : null,
       };
       this.items.set(idx, d);
@@ -376,14 +431,19 @@ class ResponseReader implements StreamInspector {
   }
 
   /** An output item as a whole: its text beyond what the deltas brought, and the units it completes or changes. */
-  private absorbItem(idx: number, item: Json, done: boolean): { text: string; completes: number[] } {
+  private absorbItem(idx: number, item: Json, done: boolean): { texts: TextPiece[]; completes: number[] } {
     const d = this.draft(idx, str(item.type) ?? 'message');
-    let text = '';
-    if (Array.isArray(item.content)) item.content.forEach((p, i) => (text += this.setPart(d, `c${i}`, partText(p))));
-    if (Array.isArray(item.summary)) item.summary.forEach((p, i) => (text += this.setPart(d, `s${i}`, partText(p))));
+    const texts: TextPiece[] = [];
+    if (Array.isArray(item.content)) item.content.forEach((p, i) => texts.push(...this.absorbPart(d, idx, i, p)));
+    if (Array.isArray(item.summary)) item.summary.forEach((p, i) => texts.push(...this.setPart(d, idx, `s${i}`, partText(p))));
     const completes: number[] = [];
     const t = d.tool;
-    if (t !== null) {
+    if (t === null) {
+      const rest: Json = {};
+      for (const k in item) if (!ITEM_READ.has(k)) rest[k] = item[k];
+      const other = readableText(rest);
+      if (other !== '') texts.push(...this.setPart(d, idx, 'x', { refusal: false, text: other }));
+    } else {
       const before = toolKey(t);
       if (NAMED_CALLS.has(d.type) && typeof item.name === 'string') t.name = item.name;
       if (typeof item.call_id === 'string') t.id = item.call_id;
@@ -391,44 +451,64 @@ class ResponseReader implements StreamInspector {
       if (args !== undefined) t.args = args;
       if (d.type === 'mcp_call') {
         if (item.output !== undefined) t.result = item.output;
-        if (item.error !== undefined) t.error = item.error;
+      } else if (!t.agentRun) {
+        const result = readableText(HOSTED_RESULT_KEYS.map((k) => item[k]));
+        if (result !== '') t.result = result;
       }
+      if (!t.agentRun && item.error !== undefined) t.error = item.error;
       if (done && this.open.delete(idx)) completes.push(idx);
       // A call already checked and released, restated differently: check it again before this event leaves.
       else if (!this.open.has(idx) && toolKey(t) !== before) completes.push(idx);
     }
-    return { text, completes };
+    return { texts, completes };
+  }
+
+  /** A content part whole: its text (`c{i}`) and the readable strings of its annotations (`a{i}`). */
+  private absorbPart(d: ItemDraft, idx: number, i: number, p: unknown): TextPiece[] {
+    const out = this.setPart(d, idx, `c${i}`, partText(p));
+    const cited = isObject(p) ? readableText(p.annotations) : '';
+    if (cited !== '') out.push(...this.setPart(d, idx, `a${i}`, { refusal: false, text: cited }));
+    return out;
   }
 
   private setPartFromEvent(idx: number, key: string, part: TextPart | null): StreamEventView {
     if (idx < 0 || part === null) return {};
     const d = this.draft(idx, 'message');
-    return view(this.setPart(d, key, part), d.tool ? idx : undefined, []);
+    return view(this.setPart(d, idx, key, part), d.tool ? idx : undefined, []);
+  }
+
+  /** A delta continues a part's text. */
+  private appendDelta(d: ItemDraft, idx: number, key: string, delta: string, refusal: boolean): TextPiece[] {
+    const part = d.parts.get(key);
+    if (part === undefined) d.parts.set(key, { refusal, text: delta });
+    else part.text += delta;
+    return [{ channel: `${idx}:${key}`, text: delta }];
   }
 
   /** Sets a part to its full text; returns the text it adds beyond what was seen (all of it if it diverges). */
-  private setPart(d: ItemDraft, key: string, part: TextPart | null): string {
-    if (part === null || part.text === '') return '';
+  private setPart(d: ItemDraft, idx: number, key: string, part: TextPart | null): TextPiece[] {
+    if (part === null || part.text === '') return [];
+    const channel = `${idx}:${key}`;
     const prev = d.parts.get(key);
     if (prev === undefined) {
       d.parts.set(key, { ...part });
-      return part.text;
+      return [{ channel, text: part.text }];
     }
-    if (prev.text === part.text || prev.text.startsWith(part.text)) return '';
+    if (prev.text === part.text || prev.text.startsWith(part.text)) return [];
     if (part.text.startsWith(prev.text)) {
       const extra = part.text.slice(prev.text.length);
       prev.text = part.text;
-      return extra;
+      return [{ channel, text: extra }];
     }
     // Not what the deltas said: the caller may read both, so both are checked and recorded.
     prev.text += `\n${part.text}`;
-    return `\n${part.text}`;
+    return [{ channel, text: `\n${part.text}` }];
   }
 }
 
-function view(text: string, unit: number | undefined, completes: readonly number[]): StreamEventView {
+function view(texts: readonly TextPiece[], unit: number | undefined, completes: readonly number[]): StreamEventView {
   const v: StreamEventView = {};
-  if (text !== '') v.text = text;
+  if (texts.length > 0) v.texts = texts;
   if (unit !== undefined) v.unit = unit;
   if (completes.length > 0) v.completes = completes;
   return v;

@@ -10,9 +10,10 @@ import {
   type ProxyErrorInfo,
   type StreamEventView,
   type StreamInspector,
+  type TextPiece,
   type UpstreamAnswer,
 } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
 import {
   inspectResponse,
   isResponsesProposal,
@@ -138,6 +139,11 @@ export class OpenAiAdapter implements ProtocolAdapter {
       const t = contentText(m.content);
       if (t !== '') texts.push(t);
       if (typeof m.refusal === 'string') refusal = m.refusal;
+      for (const k in m) {
+        if (CHAT_MESSAGE_READ.has(k)) continue;
+        const extra = readableText(m[k]);
+        if (extra !== '') texts.push(extra);
+      }
       if (Array.isArray(m.tool_calls)) {
         for (const tc of m.tool_calls) {
           if (!isObject(tc)) continue;
@@ -180,11 +186,26 @@ export class OpenAiAdapter implements ProtocolAdapter {
   }
 }
 
+/**
+ * Fields of a chat message (and of a stream's delta) read on their own; every other field is read as
+ * text: `audio` by its transcript, `reasoning_content` and `reasoning` (what OpenAI-compatible servers
+ * call the model's reasoning), `annotations` (citations), and anything added later.
+ */
+const CHAT_MESSAGE_READ = new Set(['role', 'content', 'refusal', 'tool_calls', 'function_call']);
+
 /** Units are keyed choice * 2^16 + tool index: tool calls of one choice complete in index order. */
 const UNIT_STRIDE = 65536;
+/** The unit of a choice's legacy `function_call`, after any of its tool calls. */
+const LEGACY_CALL = UNIT_STRIDE - 1;
 
+/**
+ * Text channels: `{choice}` for content, `{choice}:{field}` for every other field read as text. Whatever a
+ * chunk's delta carries continues the same field of the chunk before, as the stream's own convention has
+ * it, so a field of a kind this reader does not know is read as a delta too: a secret split across two
+ * chunks of it is still seen whole.
+ */
 class OpenAiChatStream implements StreamInspector {
-  private readonly texts = new Map<number, string>();
+  private readonly texts = new Map<string, string>();
   private readonly calls = new Map<number, ToolCallDraft>();
   private readonly open = new Set<number>();
   private model: string | undefined;
@@ -197,42 +218,29 @@ class OpenAiChatStream implements StreamInspector {
     if (typeof chunk.model === 'string') this.model = chunk.model;
     if (isObject(chunk.usage)) this.usage = chunk.usage;
     const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
-    let text = '';
+    const texts: TextPiece[] = [];
+    const closes: string[] = [];
     let unit: number | undefined;
     const completes: number[] = [];
     for (const c of choices) {
       if (!isObject(c)) continue;
       const ci = typeof c.index === 'number' ? c.index : 0;
       const d = isObject(c.delta) ? c.delta : {};
-      const piece = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
-      if (piece !== '') {
-        text += piece;
-        this.texts.set(ci, (this.texts.get(ci) ?? '') + piece);
-      }
-      if (Array.isArray(d.tool_calls)) {
-        for (const tc of d.tool_calls) {
-          if (!isObject(tc)) continue;
-          const ti = typeof tc.index === 'number' ? tc.index : 0;
-          const u = ci * UNIT_STRIDE + ti;
-          // A later tool call of the same choice starting means the earlier ones are complete.
-          for (const o of this.open) if (o < u && Math.floor(o / UNIT_STRIDE) === ci) {
-            completes.push(o);
-            this.open.delete(o);
-          }
-          let draft = this.calls.get(u);
-          if (draft === undefined) {
-            draft = { id: '', name: '', args: '' };
-            this.calls.set(u, draft);
-            this.open.add(u);
-          }
-          if (typeof tc.id === 'string') draft.id = tc.id;
-          const fn = isObject(tc.function) ? tc.function : isObject(tc.custom) ? tc.custom : null;
-          if (fn !== null) {
-            if (typeof fn.name === 'string') draft.name += fn.name;
-            if (typeof fn.arguments === 'string') draft.args += fn.arguments;
-            if (typeof fn.input === 'string') draft.args += fn.input;
-          }
-          unit = unit === undefined ? u : Math.max(unit, u);
+      for (const k in d) {
+        const v = d[k];
+        if (k === 'role' || v === null || v === undefined) continue;
+        if (k === 'tool_calls') {
+          if (Array.isArray(v)) for (const tc of v) if (isObject(tc)) unit = this.toolCallDelta(ci, tc, completes, unit);
+        } else if (k === 'function_call') {
+          // The legacy form: one call per choice, its name and arguments streamed like a tool call's.
+          if (isObject(v)) unit = this.callDelta(ci * UNIT_STRIDE + LEGACY_CALL, v, unit);
+        } else {
+          // `audio` reads as its transcript: its id and base64 data are opaque.
+          const text = readableText(v);
+          if (text === '') continue;
+          const channel = k === 'content' ? String(ci) : `${ci}:${k}`;
+          this.texts.set(channel, (this.texts.get(channel) ?? '') + text);
+          texts.push({ channel, text });
         }
       }
       if (c.finish_reason !== null && c.finish_reason !== undefined) {
@@ -240,13 +248,43 @@ class OpenAiChatStream implements StreamInspector {
           completes.push(o);
           this.open.delete(o);
         }
+        for (const channel of this.texts.keys()) if (channel === String(ci) || channel.startsWith(`${ci}:`)) closes.push(channel);
       }
     }
     const view: StreamEventView = {};
-    if (text !== '') view.text = text;
+    if (texts.length > 0) view.texts = texts;
+    if (closes.length > 0) view.closes = closes;
     if (unit !== undefined) view.unit = unit;
     if (completes.length > 0) view.completes = completes;
     return view;
+  }
+
+  private toolCallDelta(ci: number, tc: Json, completes: number[], unit: number | undefined): number {
+    const ti = typeof tc.index === 'number' ? tc.index : 0;
+    const u = ci * UNIT_STRIDE + Math.min(ti, LEGACY_CALL - 1);
+    // A later tool call of the same choice starting means the earlier ones are complete.
+    for (const o of this.open) if (o < u && Math.floor(o / UNIT_STRIDE) === ci) {
+      completes.push(o);
+      this.open.delete(o);
+    }
+    const fn = isObject(tc.function) ? tc.function : isObject(tc.custom) ? tc.custom : {};
+    const next = this.callDelta(u, fn, unit);
+    if (typeof tc.id === 'string') this.calls.get(u)!.id = tc.id;
+    return next;
+  }
+
+  /** Adds a streamed piece of a call's name and arguments to its draft; returns the event's unit. */
+  private callDelta(u: number, fn: Json, unit: number | undefined): number {
+    let draft = this.calls.get(u);
+    if (draft === undefined) {
+      draft = { id: '', name: '', args: '' };
+      this.calls.set(u, draft);
+      this.open.add(u);
+    }
+    if (typeof fn.name === 'string') draft.name += fn.name;
+    if (typeof fn.arguments === 'string') draft.args += fn.arguments;
+    if (typeof fn.input === 'string') draft.args += fn.input;
+    return unit === undefined ? u : Math.max(unit, u);
   }
 
   finish(): readonly number[] {

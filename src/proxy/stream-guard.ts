@@ -17,10 +17,26 @@ export interface StreamGuardOptions {
 
 interface Held {
   raw: string;
-  /** Text offset where this event's text ends; -1 for an event without text. */
-  textEnd: number;
+  /** Where this event's text ends in each channel it adds to; null for an event without text. */
+  ends: TextEnd[] | null;
   /** Unit (tool call) the event belongs to, or -1. */
   unit: number;
+}
+
+interface TextEnd {
+  channel: Channel;
+  end: number;
+}
+
+/** One contiguous text the caller reads (a choice's content, a content block): checked and windowed on its own. */
+interface Channel {
+  text: string;
+  /** Checked so far (offset). */
+  checkedTo: number;
+  /** Released so far (offset). */
+  released: number;
+  /** Length when the reader said no more text follows: text up to here needs no window once checked. */
+  closedAt: number;
 }
 
 export interface StreamAccount {
@@ -39,17 +55,22 @@ export interface StreamAccount {
  * fits in the window therefore lies wholly inside checked text before its first character could leave:
  * whatever fails a check is never delivered.
  *
- * Checks run incrementally on the new text plus `windowChars` of overlap before it (so a match across
- * two steps is still seen whole), not on the whole text each time: the cost stays linear in the answer's
- * length. A failing partial check is confirmed on the whole draft before the stream is cut, because a
- * chunk that starts mid-word can match where the full text does not.
+ * Text is kept by channel, as the reader names it (one per choice, content part or block), because
+ * channels can interleave: with `n: 2` the chunks of two choices alternate, and a secret split across two
+ * chunks of one choice would not be seen whole in the text as it arrived. Each channel is checked and
+ * windowed on its own. A channel the reader closes (its choice finished, its block stopped) needs no
+ * window past its end, so its tail leaves as soon as it is checked.
+ *
+ * Checks run incrementally on a channel's new text plus `windowChars` of overlap before it (so a match
+ * across two steps is still seen whole), not on the whole text each time: the cost stays linear in the
+ * answer's length. A failing partial check is confirmed on the whole draft before the stream is cut,
+ * because a chunk that starts mid-word can match where the full text does not.
  */
 export class StreamGuard {
   private readonly queue: Held[] = [];
   private head = 0;
-  private text = '';
-  /** Text checked so far (offset). */
-  private checkedTo = 0;
+  private readonly channels = new Map<string, Channel>();
+  private textChars = 0;
   private releasedText = 0;
   private releasedBytes = 0;
   private readonly step: number;
@@ -70,27 +91,40 @@ export class StreamGuard {
   push(ev: SseEvent): boolean {
     if (this.cut) return false;
     const view = this.o.inspector.onEvent(ev);
-    let textEnd = -1;
-    if (view.text !== undefined && view.text.length > 0) {
-      this.text += view.text;
-      textEnd = this.text.length;
+    let ends: TextEnd[] | null = null;
+    if (view.texts !== undefined) {
+      for (const piece of view.texts) {
+        if (piece.text.length === 0) continue;
+        const channel = this.channel(piece.channel);
+        channel.text += piece.text;
+        this.textChars += piece.text.length;
+        (ends ??= []).push({ channel, end: channel.text.length });
+      }
     }
-    this.queue.push({ raw: ev.raw, textEnd, unit: view.unit ?? -1 });
+    this.queue.push({ raw: ev.raw, ends, unit: view.unit ?? -1 });
     if (view.completes !== undefined && view.completes.length > 0 && !this.checkUnits(view.completes)) return this.fail();
-    if (this.text.length - this.checkedTo >= this.step && !this.checkText()) return this.fail();
+    if (ends !== null) for (const { channel } of ends) if (channel.text.length - channel.checkedTo >= this.step && !this.checkText(channel)) return this.fail();
+    if (view.closes !== undefined) {
+      for (const key of view.closes) {
+        const c = this.channels.get(key);
+        if (c === undefined) continue;
+        if (c.text.length > c.checkedTo && !this.checkText(c)) return this.fail();
+        c.closedAt = c.text.length;
+      }
+    }
     this.release(false);
     return true;
   }
 
   /**
-   * The upstream ended: close open units and check them and the unchecked tail. The caller then runs the
+   * The upstream ended: close open units and check them and the unchecked tails. The caller then runs the
    * final post-check on the whole answer and, if it passes, calls releaseAll().
    */
   finish(): boolean {
     if (this.cut) return false;
     const open = this.o.inspector.finish();
     if (open.length > 0 && !this.checkUnits(open)) return this.fail();
-    if (this.text.length > this.checkedTo && !this.checkText()) return this.fail();
+    for (const c of this.channels.values()) if (c.text.length > c.checkedTo && !this.checkText(c)) return this.fail();
     this.release(false);
     return true;
   }
@@ -120,7 +154,7 @@ export class StreamGuard {
       releasedBytes: this.releasedBytes,
       releasedTextChars: this.releasedText,
       withheldBytes: Buffer.byteLength(withheld),
-      withheldTextChars: this.text.length - this.releasedText,
+      withheldTextChars: this.textChars - this.releasedText,
       withheldSha256: commit && withheld.length > 0 ? createHash('sha256').update(withheld).digest('hex') : null,
     };
   }
@@ -138,25 +172,44 @@ export class StreamGuard {
     return true;
   }
 
-  private checkText(): boolean {
-    const from = Math.max(0, this.checkedTo - this.o.windowChars);
-    const chunk = this.text.slice(from);
+  private channel(key: string): Channel {
+    let c = this.channels.get(key);
+    if (c === undefined) {
+      c = { text: '', checkedTo: 0, released: 0, closedAt: 0 };
+      this.channels.set(key, c);
+    }
+    return c;
+  }
+
+  private checkText(c: Channel): boolean {
+    const from = Math.max(0, c.checkedTo - this.o.windowChars);
+    const chunk = c.text.slice(from);
     if (this.o.check({ output: { text: chunk }, toolsCalled: [] }) === 'withhold' && this.o.check(this.o.inspector.snapshot()) === 'withhold') return false;
-    this.checkedTo = this.text.length;
+    c.checkedTo = c.text.length;
     return true;
   }
 
+  /** Text up to `end` may leave: checked with a window after it, or checked to the end of a closed channel. */
+  private checkedPast({ channel: c, end }: TextEnd): boolean {
+    return end <= c.checkedTo - this.o.windowChars || (end <= c.closedAt && end <= c.checkedTo);
+  }
+
   private release(all: boolean): void {
-    const limit = this.checkedTo - this.o.windowChars;
     let out = '';
     while (this.head < this.queue.length) {
       const h = this.queue[this.head];
       if (!all) {
         if (h.unit !== -1 && !this.passedUnits.has(h.unit)) break;
-        if (h.textEnd !== -1 && h.textEnd > limit) break;
+        if (h.ends !== null && !h.ends.every((e) => this.checkedPast(e))) break;
       }
       out += h.raw;
-      if (h.textEnd !== -1) this.releasedText = h.textEnd;
+      if (h.ends !== null) {
+        for (const { channel, end } of h.ends) {
+          if (end <= channel.released) continue;
+          this.releasedText += end - channel.released;
+          channel.released = end;
+        }
+      }
       if (h.unit !== -1) this.releasedUnits.add(h.unit);
       this.head++;
     }

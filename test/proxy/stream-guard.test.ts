@@ -3,7 +3,7 @@ import t from 'tap';
 import { OpenAiAdapter } from '../../src/proxy/openai.js';
 import { SseParser, type SseEvent } from '../../src/proxy/sse.js';
 import { StreamGuard, type DraftVerdict } from '../../src/proxy/stream-guard.js';
-import type { Inspected, Proposal } from '../../src/proxy/adapter.js';
+import type { Inspected, Proposal, StreamEventView, StreamInspector } from '../../src/proxy/adapter.js';
 import { openAiStream } from '../helpers/mock-upstreams.js';
 
 function parseAll(bytes: Buffer, cut: number): SseEvent[] {
@@ -126,4 +126,74 @@ t.test('a false alarm in a chunk is confirmed against the whole text before the 
     const r = run(text, 16, size);
     t.ok(r.ok, `${size}-char deltas: not cut`);
   }
+});
+
+/** A reader whose events say outright what they carry: `{"c": channel, "t": text, "close": [channels]}`. */
+function scriptedInspector(): StreamInspector {
+  const texts = new Map<string, string>();
+  return {
+    onEvent(ev) {
+      const e = JSON.parse(ev.data) as { c?: string; t?: string; close?: string[] };
+      const v: StreamEventView = {};
+      if (e.c !== undefined && e.t !== undefined) {
+        texts.set(e.c, (texts.get(e.c) ?? '') + e.t);
+        v.texts = [{ channel: e.c, text: e.t }];
+      }
+      if (e.close !== undefined) v.closes = e.close;
+      return v;
+    },
+    finish: () => [],
+    snapshot: () => ({ output: { text: [...texts.values()].join('\n') }, toolsCalled: [] }),
+    unitsSnapshot: () => ({ output: {}, toolsCalled: [] }),
+  };
+}
+
+function scripted(events: object[], windowChars: number) {
+  const delivered: string[] = [];
+  const guard = new StreamGuard({
+    windowChars,
+    inspector: scriptedInspector(),
+    check,
+    write: (s) => {
+      for (const e of parseAll(Buffer.from(s), s.length)) delivered.push(e.data);
+    },
+  });
+  const results = events.map((e) => guard.push({ event: null, id: null, data: JSON.stringify(e), raw: `data: ${JSON.stringify(e)}\n\n` }));
+  return { guard, delivered, results };
+}
+
+t.test('channels are checked each as one text: a secret split across interleaved channels is still seen', async (t) => {
+  const secret = 'AKIAIOSFODNN7EXAMPLE';
+  const events: object[] = [];
+  const a = `${secret} then a long clean tail of words that goes on and on well past the window size here`;
+  const b = 'other channel words '.repeat(8);
+  for (let i = 0; i < Math.max(a.length, b.length); i += 2) {
+    if (i < a.length) events.push({ c: 'a', t: a.slice(i, i + 2) });
+    if (i < b.length) events.push({ c: 'b', t: b.slice(i, i + 2) });
+  }
+  const r = scripted(events, 16);
+  t.ok(r.results.includes(false), 'the stream was cut');
+  const gotA = r.delivered.map((d) => JSON.parse(d)).filter((e) => e.c === 'a').map((e) => e.t).join('');
+  t.notMatch(gotA, /AKIA/, 'nothing of the secret left');
+});
+
+t.test('a closed channel needs no window: its tail leaves once checked, not at the end of the stream', async (t) => {
+  const short = 'a short clean answer';
+  const events = [{ c: '0', t: short }, { close: ['0'] }, { c: '1', t: 'x' }];
+  const closed = scripted(events, 64);
+  t.same(closed.results, [true, true, true]);
+  t.equal(closed.delivered.length, 2, 'the closed channel\'s text and the close event left at once');
+  t.equal(JSON.parse(closed.delivered[0]).t, short);
+
+  const open = scripted([{ c: '0', t: short }, { c: '1', t: 'x' }], 64);
+  t.equal(open.delivered.length, 0, 'without the close it is held behind the window');
+  t.ok(open.guard.finish());
+  t.equal(open.delivered.length, 0, 'until the final check, which the caller runs');
+  open.guard.releaseAll();
+  t.equal(open.delivered.length, 2);
+
+  const reopened = scripted([{ c: '0', t: short }, { close: ['0'] }, { c: '0', t: ` more AKIAIOSFODNN7EXAMPL` }, { c: '0', t: 'E' }], 64);
+  t.equal(reopened.delivered.length, 2, 'text added to a closed channel is held behind the window again');
+  t.notOk(reopened.guard.finish(), 'and checked: the secret it completes cuts the stream');
+  t.equal(reopened.delivered.length, 2, 'nothing of it left');
 });
