@@ -9,7 +9,7 @@ import { stitchSegments, type SegmentInfo } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
-import type { AgentStats, AppendEntry, AppendOptions, KvStore, Ledger, LedgerDurability, ListPage, Storage, StorageOptions } from './port.js';
+import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListPage, type Storage, type StorageOptions } from './port.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { HASH_BYTES, readRowLayout } from './row-format.js';
 import { isSeqKey, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
@@ -222,6 +222,8 @@ class LmdbLedger implements Ledger {
   private loopBusy = false;
   /** ms this thread spent in on-loop commits since the current utilization window began. */
   private loopSyncSpent = 0;
+  /** New work waiting for the backlog to drain (room()). */
+  private roomWaiters: Array<() => void> = [];
   /** Running verify() walks; close() waits for them before the environment goes away. */
   private readonly verifying = new Set<Promise<unknown>>();
 
@@ -244,6 +246,7 @@ class LmdbLedger implements Ledger {
     private readonly idleFlushMs: number,
     private readonly loopSyncMaxMs: number,
     private readonly loopSyncMaxUtilization: number,
+    private readonly maxPendingRows: number,
   ) {
     this.builder = new RowBuilder(head, payloadKey);
     this.committedHead = head;
@@ -253,6 +256,22 @@ class LmdbLedger implements Ledger {
 
   head(): { seq: number; hash: string | null } {
     return this.builder.head();
+  }
+
+  room(): Promise<void> | null {
+    if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
+    return new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+  }
+
+  /**
+   * Lets waiting work in once the backlog is down to three quarters of the bound: letting it in at the
+   * bound itself would admit one call per settled row and keep the backlog pinned there.
+   */
+  private wakeRoomWaiters(): void {
+    if (this.roomWaiters.length === 0 || (this.inFlight.size > (this.maxPendingRows * 3) / 4 && !this.closing)) return;
+    const waiters = this.roomWaiters;
+    this.roomWaiters = [];
+    for (const w of waiters) w();
   }
 
   append(entry: AppendEntry, options?: AppendOptions): Promise<AuditRow> {
@@ -579,6 +598,7 @@ class LmdbLedger implements Ledger {
       p.resolve(p.built.row);
       if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
     }
+    this.wakeRoomWaiters();
     this.notifyIfIdle();
   }
 
@@ -602,6 +622,7 @@ class LmdbLedger implements Ledger {
     this.stats.clear();
     this.builder.reset(this.committedHead);
     this.writing = false;
+    this.wakeRoomWaiters();
     this.notifyIfIdle();
   }
 
@@ -613,6 +634,7 @@ class LmdbLedger implements Ledger {
       p.reject(error);
       if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
     }
+    this.wakeRoomWaiters();
     this.notifyIfIdle();
   }
 
@@ -826,6 +848,8 @@ class LmdbLedger implements Ledger {
   close(): Promise<void> {
     if (!this.closed) {
       this.closing = true;
+      // Waiting work goes on and finds the ledger closed (its append rejects) instead of waiting forever.
+      this.wakeRoomWaiters();
       this.closed = this.whenIdle().then(async () => {
         await Promise.allSettled([...this.verifying]);
       });
@@ -951,6 +975,7 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       opts.idleFlushMs ?? IDLE_FLUSH_MS,
       opts.loopSyncMaxMs ?? LOOP_SYNC_MAX_MS,
       opts.loopSyncMaxUtilization ?? LOOP_SYNC_MAX_UTILIZATION,
+      Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS),
     );
     const kvStore = new LmdbKv(env, kv);
     let closing: Promise<void> | null = null;

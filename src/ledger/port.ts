@@ -46,6 +46,14 @@ export interface Ledger {
    * the chain still verifies. false for an unknown envelope id. Optional until every adapter has it.
    */
   erasePayload?(envelopeId: string): Promise<boolean>;
+  /**
+   * Backpressure: null while the ledger keeps up; otherwise a promise that resolves once the rows waiting
+   * for the disk are back under the bound (`maxPendingRows`). Whoever starts new work (a validate, a
+   * pre-check, a proxied call) waits on it first. Rows of work already started are always taken, so
+   * nothing started is dropped: the bound holds the backlog to about itself plus one row per call in
+   * progress. Adapters that commit synchronously have no backlog and omit it.
+   */
+  room?(): Promise<void> | null;
   close(): Promise<void>;
 }
 
@@ -75,4 +83,12 @@ export interface StorageOptions {
   /** 32-byte key; when set payloads are stored AES-256-GCM encrypted. */
   encryptionKey?: Buffer;
   durability?: LedgerDurability;
+  /** Rows appended and not yet durable from which room() makes new work wait (default DEFAULT_MAX_PENDING_ROWS). */
+  maxPendingRows?: number;
 }
+
+/**
+ * ~30 MB of rows waiting for the disk at the sidecar's ~3 KB a row: a 2-3 s disk stall at full load on
+ * this machine, far more than the handful of batches a healthy disk ever has queued.
+ */
+export const DEFAULT_MAX_PENDING_ROWS = 10_000;

@@ -192,7 +192,10 @@ export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
   const started = performance.now();
   let status = 0;
   try {
-    status = call.mode === 'pass' ? await passThrough(core, call) : await governed(core, call);
+    // Backpressure: while the ledger's disk is behind, a new call waits before it is decided or forwarded.
+    const wait = core.governor.admission();
+    if (wait !== null && !(await wait.then(() => true, () => false))) status = ledgerBehind(call);
+    else status = call.mode === 'pass' ? await passThrough(core, call) : await governed(core, call);
   } catch (e) {
     core.logger.error({ err: { message: (e as Error).message }, agent_id: call.ctx.agentId, route: call.route.prefix }, 'proxy call failed');
     sendError(call.res, call.route.adapter, errorInfo('internal_error', 'internal sidecar error; see the sidecar log'), {}, call.proposal);
@@ -264,6 +267,13 @@ async function refusePre(core: ProxyCore, call: ProxyCall, pre: PreChecked): Pro
 function ledgerDown(call: ProxyCall): number {
   const err = errorInfo('ledger_unavailable', 'the audit ledger could not record this call, so it was not released');
   sendError(call.res, call.route.adapter, err, {}, call.proposal);
+  return err.status;
+}
+
+/** The ledger stayed behind for the whole backpressure wait: nothing was decided, forwarded or recorded. */
+function ledgerBehind(call: ProxyCall): number {
+  const err = errorInfo('ledger_unavailable', 'the audit ledger is behind (its disk is slow); the call was not forwarded, retry later');
+  sendError(call.res, call.route.adapter, err, { 'retry-after': '1' }, call.proposal);
   return err.status;
 }
 

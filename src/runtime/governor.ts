@@ -15,6 +15,7 @@ import { reliabilityFromStats } from '../engine/reliability.js';
 import type { ScoringConfig } from '../engine/scoring-config.js';
 import type { EngineInput, EngineResult } from '../engine/types.js';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
+import { LedgerUnavailableError } from '../ledger/errors.js';
 import type { AppendOptions, Ledger } from '../ledger/port.js';
 import type { GoldenSet } from '../policy/golden.js';
 import type { PolicySet } from '../policy/policy-set.js';
@@ -39,6 +40,8 @@ export interface GovernorDeps {
   /** Embedded mode has no historical-reliability signal: the engine then uses its neutral value. */
   useHistoricalReliability: boolean;
   reviewSlaMinutes: number;
+  /** How long new work waits for the ledger's backlog to drain before it is refused (Ledger.room). */
+  backpressureWaitMs: number;
   clock: () => Date;
   onDecision?: (agentId: string, outcome: Outcome, latencyMs: number) => void;
   onBackgroundError?: (e: unknown) => void;
@@ -95,7 +98,27 @@ export class Governor {
 
   constructor(private readonly d: GovernorDeps) {}
 
+  /**
+   * Backpressure for new work: null while the ledger keeps up (the hot path allocates nothing), else a
+   * promise that resolves once its backlog has drained, or rejects with LedgerUnavailableError after
+   * `backpressureWaitMs`. A caller starting a call awaits it before deciding anything; the rows of calls
+   * already started are never held back, so the ledger drops nothing.
+   */
+  admission(): Promise<void> | null {
+    const room = this.d.ledger.room?.() ?? null;
+    if (room === null) return null;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new LedgerUnavailableError(`the audit ledger is behind: rows are waiting for its disk, and no room came within ${this.d.backpressureWaitMs} ms`)), this.d.backpressureWaitMs);
+      void room.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
   async validate(req: ValidateRequest): Promise<ValidateResponse> {
+    const wait = this.admission();
+    if (wait !== null) await wait;
     const started = performance.now();
     const input = fromValidate(req);
     const { result, envelopeId, timestamp } = this.decide(input);
@@ -105,6 +128,8 @@ export class Governor {
   }
 
   async preCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
+    const wait = this.admission();
+    if (wait !== null) await wait;
     const decided = this.preCheckDecided(req);
     await decided.record();
     return decided.response;

@@ -58,7 +58,7 @@ async function openStorage(settings: Settings): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
   if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey });
   mkdirSync(settings.dbPath, { recursive: true });
-  return openLmdbStorage(settings.dbPath, { encryptionKey, durability: settings.ledgerDurability });
+  return openLmdbStorage(settings.dbPath, { encryptionKey, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
 }
 
 async function loadRules(settings: Settings): Promise<RuleSet> {
@@ -107,6 +107,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     rules: () => rules,
     useHistoricalReliability: settings.mode === 'gateway',
     reviewSlaMinutes: settings.reviewSlaMinutes,
+    backpressureWaitMs: settings.ledgerBackpressureWaitMs,
     clock,
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
