@@ -213,6 +213,16 @@ export interface StreamEventView {
   completes?: readonly number[];
 }
 
+/** A view with only the fields that say something: empty lists and an absent unit are left out. */
+export function streamEventView(texts: readonly TextPiece[], unit: number | undefined, completes: readonly number[], closes: readonly string[] = []): StreamEventView {
+  const v: StreamEventView = {};
+  if (texts.length > 0) v.texts = texts;
+  if (closes.length > 0) v.closes = closes;
+  if (unit !== undefined) v.unit = unit;
+  if (completes.length > 0) v.completes = completes;
+  return v;
+}
+
 export interface StreamInspector {
   onEvent(event: SseEvent): StreamEventView;
   /** Every unit still open at the end of the stream is complete; called once when the upstream ends. */

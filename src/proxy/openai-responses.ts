@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ToolResultInput } from '../contracts/runtime.js';
-import { ProposalError, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from './adapter.js';
+import { ProposalError, streamEventView, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from './adapter.js';
 import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
 import { eventJson, type SseEvent } from './sse.js';
 
@@ -246,22 +246,21 @@ class ResponseReader implements StreamInspector {
         if (!isObject(e.item) || idx < 0) return {};
         const done = type === 'response.output_item.done';
         const r = this.absorbItem(idx, e.item, done);
-        const v = view(r.texts, this.items.get(idx)?.tool ? idx : undefined, r.completes);
-        if (done) v.closes = [...this.items.get(idx)!.parts.keys()].map((k) => `${idx}:${k}`);
-        return v;
+        const closes = done ? [...this.items.get(idx)!.parts.keys()].map((k) => `${idx}:${k}`) : [];
+        return streamEventView(r.texts, this.items.get(idx)?.tool ? idx : undefined, r.completes, closes);
       }
       case 'response.content_part.added':
       case 'response.content_part.done': {
         if (idx < 0 || !isObject(e.part)) return {};
         const d = this.draft(idx, 'message');
-        return view(this.absorbPart(d, idx, ci, e.part), d.tool ? idx : undefined, []);
+        return streamEventView(this.absorbPart(d, idx, ci, e.part), d.tool ? idx : undefined, []);
       }
       case 'response.output_text.annotation.added': {
         if (idx < 0) return {};
         const d = this.draft(idx, 'message');
         const text = readableText(e.annotation);
         const prev = d.parts.get(`a${ci}`)?.text ?? '';
-        return view(this.setPart(d, idx, `a${ci}`, text === '' ? null : { refusal: false, text: prev === '' ? text : `${prev}\n${text}` }), d.tool ? idx : undefined, []);
+        return streamEventView(this.setPart(d, idx, `a${ci}`, text === '' ? null : { refusal: false, text: prev === '' ? text : `${prev}\n${text}` }), d.tool ? idx : undefined, []);
       }
       case 'response.reasoning_summary_part.added':
       case 'response.reasoning_summary_part.done':
@@ -273,7 +272,7 @@ class ResponseReader implements StreamInspector {
         if (typeof e.delta !== 'string' || idx < 0) return {};
         const d = this.draft(idx, DELTA_ITEM[type]);
         const key = type === 'response.reasoning_summary_text.delta' ? `s${si}` : `c${ci}`;
-        return view(this.appendDelta(d, idx, key, e.delta, type === 'response.refusal.delta'), d.tool ? idx : undefined, []);
+        return streamEventView(this.appendDelta(d, idx, key, e.delta, type === 'response.refusal.delta'), d.tool ? idx : undefined, []);
       }
       case 'response.output_text.done':
       case 'response.reasoning_text.done':
@@ -313,9 +312,9 @@ class ResponseReader implements StreamInspector {
         // family's text; anything else states it whole, reconciled like the known `.done` events.
         const d = this.draft(idx, 'message');
         const key = `x:${type.replace(/\.(delta|done)$/, '')}:${ci}`;
-        if (type.endsWith('.delta') && typeof e.delta === 'string') return view(this.appendDelta(d, idx, key, e.delta, false), undefined, []);
+        if (type.endsWith('.delta') && typeof e.delta === 'string') return streamEventView(this.appendDelta(d, idx, key, e.delta, false), undefined, []);
         const text = readableText(e);
-        return view(this.setPart(d, idx, key, text === '' ? null : { refusal: false, text }), undefined, []);
+        return streamEventView(this.setPart(d, idx, key, text === '' ? null : { refusal: false, text }), undefined, []);
       }
     }
   }
@@ -343,7 +342,7 @@ class ResponseReader implements StreamInspector {
       }
     }
     if (final) completes.push(...this.finish());
-    return view(texts, completes[0], completes);
+    return streamEventView(texts, completes[0], completes);
   }
 
   snapshot(): Inspected {
@@ -474,7 +473,7 @@ class ResponseReader implements StreamInspector {
   private setPartFromEvent(idx: number, key: string, part: TextPart | null): StreamEventView {
     if (idx < 0 || part === null) return {};
     const d = this.draft(idx, 'message');
-    return view(this.setPart(d, idx, key, part), d.tool ? idx : undefined, []);
+    return streamEventView(this.setPart(d, idx, key, part), d.tool ? idx : undefined, []);
   }
 
   /** A delta continues a part's text. */
@@ -504,12 +503,4 @@ class ResponseReader implements StreamInspector {
     prev.text += `\n${part.text}`;
     return [{ channel, text: `\n${part.text}` }];
   }
-}
-
-function view(texts: readonly TextPiece[], unit: number | undefined, completes: readonly number[]): StreamEventView {
-  const v: StreamEventView = {};
-  if (texts.length > 0) v.texts = texts;
-  if (unit !== undefined) v.unit = unit;
-  if (completes.length > 0) v.completes = completes;
-  return v;
 }

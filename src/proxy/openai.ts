@@ -3,6 +3,7 @@ import {
   classifyLlmEndpoint,
   isModelsRead,
   ProposalError,
+  streamEventView,
   type CallContext,
   type Inspected,
   type Proposal,
@@ -251,12 +252,7 @@ class OpenAiChatStream implements StreamInspector {
         for (const channel of this.texts.keys()) if (channel === String(ci) || channel.startsWith(`${ci}:`)) closes.push(channel);
       }
     }
-    const view: StreamEventView = {};
-    if (texts.length > 0) view.texts = texts;
-    if (closes.length > 0) view.closes = closes;
-    if (unit !== undefined) view.unit = unit;
-    if (completes.length > 0) view.completes = completes;
-    return view;
+    return streamEventView(texts, unit, completes, closes);
   }
 
   private toolCallDelta(ci: number, tc: Json, completes: number[], unit: number | undefined): number {

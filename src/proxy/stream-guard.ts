@@ -108,7 +108,7 @@ export class StreamGuard {
       for (const key of view.closes) {
         const c = this.channels.get(key);
         if (c === undefined) continue;
-        if (c.text.length > c.checkedTo && !this.checkText(c)) return this.fail();
+        if (!this.checkRest(c)) return this.fail();
         c.closedAt = c.text.length;
       }
     }
@@ -124,7 +124,7 @@ export class StreamGuard {
     if (this.cut) return false;
     const open = this.o.inspector.finish();
     if (open.length > 0 && !this.checkUnits(open)) return this.fail();
-    for (const c of this.channels.values()) if (c.text.length > c.checkedTo && !this.checkText(c)) return this.fail();
+    for (const c of this.channels.values()) if (!this.checkRest(c)) return this.fail();
     this.release(false);
     return true;
   }
@@ -187,6 +187,11 @@ export class StreamGuard {
     if (this.o.check({ output: { text: chunk }, toolsCalled: [] }) === 'withhold' && this.o.check(this.o.inspector.snapshot()) === 'withhold') return false;
     c.checkedTo = c.text.length;
     return true;
+  }
+
+  /** Checks whatever of a channel is unchecked, however short (its end: no more text follows). */
+  private checkRest(c: Channel): boolean {
+    return c.text.length === c.checkedTo || this.checkText(c);
   }
 
   /** Text up to `end` may leave: checked with a window after it, or checked to the end of a closed channel. */
