@@ -13,7 +13,7 @@ import type { ProxyRoute } from './routes.js';
 import { MAX_EVENT_CHARS, SseParser, type SseEvent } from './sse.js';
 import { StreamGuard, type StreamAccount } from './stream-guard.js';
 import type { ToolCallLinks } from './tool-call-links.js';
-import { classifyUpstreamError, discardBody, readAll, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
+import { classifyUpstreamError, discardBody, isRedirect, readAll, redirectFailure, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
 
 /** What every proxied call shares: the governor, the upstream pools and the proxy's settings. */
 export interface ProxyCore {
@@ -307,6 +307,10 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
     discardBody(up.body);
     return ledgerDown(call);
   }
+  if (isRedirect(up.status)) {
+    discardBody(up.body);
+    return upstreamError(core, call, redirectFailure(up.status), headers);
+  }
   call.res.writeHead(up.status, callerResponseHeaders(up.headers, headers));
   const sse = up.status < 300 && String(up.headers['content-type'] ?? '').includes('text/event-stream');
   const filter = sse ? (call.route.adapter.passStreamFilter?.(call.ctx) ?? null) : null;
@@ -394,6 +398,10 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
     up = await sent;
   } catch (e) {
     return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
+  }
+  if (isRedirect(up.status)) {
+    discardBody(up.body);
+    return failedUpstream(core, call, pre, redirectFailure(up.status), performance.now() - t0);
   }
   const encoding = nonIdentityEncoding(up.headers);
   if (encoding !== null) {

@@ -20,8 +20,11 @@ export interface UpstreamResponse {
   body: Dispatcher.ResponseData['body'];
 }
 
-/** `unreadable`: the upstream answered in a form the sidecar cannot inspect (compressed, or not JSON where JSON is due). */
-export type UpstreamFailureKind = 'timeout' | 'unreachable' | 'unreadable' | 'aborted';
+/**
+ * `unreadable`: the upstream answered in a form the sidecar cannot inspect (compressed, or not JSON where JSON
+ * is due). `redirect`: it answered with a redirect, which the sidecar neither follows nor releases.
+ */
+export type UpstreamFailureKind = 'timeout' | 'unreachable' | 'unreadable' | 'redirect' | 'aborted';
 
 /** A transport failure talking to the upstream, classified for the caller's error format. */
 export class UpstreamFailure extends Error {
@@ -80,6 +83,20 @@ export class CallAbort {
 /** What classifying a failure needs of the call's abort switch (a CallAbort or an AbortSignal). */
 export interface AbortState {
   readonly aborted: boolean;
+}
+
+/**
+ * A redirect sends its reader to another address: released to the caller, an SDK that follows it reads that
+ * server's answer, which never passed the sidecar (the agent is taken around its governance). So no route
+ * releases one. 304 is not a redirect: it names no other address and carries no body.
+ */
+export function isRedirect(status: number): boolean {
+  return status >= 300 && status < 400 && status !== 304;
+}
+
+/** The failure a redirect answer is recorded and refused as (the Location is not recorded: it may carry a token). */
+export function redirectFailure(status: number): UpstreamFailure {
+  return new UpstreamFailure('redirect', `the upstream answered ${status} (a redirect); the sidecar neither follows nor releases redirects`);
 }
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
