@@ -4,6 +4,12 @@ import { AgentId } from './common.js';
 export const ArgLimit = z.strictObject({
   min: z.number().optional(),
   max: z.number().optional(),
+  /**
+   * A limited argument must be given, at the top level of the arguments: a call without it is refused,
+   * since the tool may take the value from somewhere the check did not look. `optional: true` lets a call
+   * leave it out (the tool then applies its own default, which the operator accepts).
+   */
+  optional: z.boolean().optional(),
 });
 
 export const ToolDeclaration = z.strictObject({

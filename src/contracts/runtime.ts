@@ -17,6 +17,12 @@ export const ToolCallInput = z.union([
     scope: z.string().max(200).optional(),
     args: JsonObject.optional(),
     arguments: JsonObject.optional(),
+    /**
+     * Set when the caller had arguments it could not read as one JSON object (a model's tool call with
+     * `NaN`, a trailing comma or a fenced block): why. The call is then refused by the tool-trust gate,
+     * since a lenient reader on the agent's side may run values no limit saw.
+     */
+    args_unreadable: z.string().min(1).max(500).optional(),
   }),
 ]);
 export type ToolCallInput = z.infer<typeof ToolCallInput>;

@@ -5,6 +5,7 @@ export function toolCall(t: ToolCallInput): ToolCall {
   if (typeof t === 'string') return { name: t, args: {} };
   const call: ToolCall = { name: t.name, args: t.args ?? t.arguments ?? {} };
   if (t.scope !== undefined) call.scope = t.scope;
+  if (t.args_unreadable !== undefined) call.argsUnreadable = t.args_unreadable;
   return call;
 }
 

@@ -103,7 +103,7 @@ export interface ScoringConfig {
 }
 
 export const SCORING_CONFIG: ScoringConfig = deepFreeze({
-  version: '2026.11.1',
+  version: '2026.11.2',
   weights: {
     schema: 0.15,
     tool_trust: 0.15,

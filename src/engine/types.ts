@@ -10,6 +10,8 @@ export interface ToolCall {
   name: string;
   scope?: string;
   args: Record<string, unknown>;
+  /** Why the arguments could not be read as one JSON object; the call then fails tool trust. */
+  argsUnreadable?: string;
 }
 
 export interface ToolResult {

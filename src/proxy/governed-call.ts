@@ -5,6 +5,7 @@ import type { PostCheckRequest, PostCheckResponse, PreCheckRequest } from '../co
 import type { Governor, HeldPreCheck } from '../runtime/governor.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { AnswerResumption, AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
+import { jsonTextHazard } from '../contracts/strict-json.js';
 import { disposition, type EscalatePolicy } from './disposition.js';
 import { callerResponseHeaders, nonIdentityEncoding, upstreamRequestHeaders } from './headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
@@ -174,11 +175,18 @@ function drained(call: ProxyCall): Promise<boolean> {
   });
 }
 
+/**
+ * The answer's JSON, or undefined when it is none. A number past a double (`1e400`) makes it unreadable:
+ * JSON.parse would hand the checks Infinity, which no row can record, while the caller's parser may read a
+ * big decimal.
+ */
 function parseJson(body: Buffer, contentType: string): unknown {
   if (body.length === 0) return undefined;
   if (!contentType.includes('json') && body[0] !== 0x7b && body[0] !== 0x5b) return undefined;
+  const text = body.toString('utf8');
   try {
-    return JSON.parse(body.toString('utf8')) as unknown;
+    const value = JSON.parse(text) as unknown;
+    return jsonTextHazard(text, { keys: false }) === null ? value : undefined;
   } catch {
     return undefined;
   }

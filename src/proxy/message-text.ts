@@ -1,4 +1,5 @@
 import type { ToolCallInput } from '../contracts/runtime.js';
+import { parseStrictJson } from '../contracts/strict-json.js';
 import type { AskedToolCall } from './adapter.js';
 
 /** Shared readers for the loosely typed JSON of provider requests and answers. */
@@ -26,18 +27,18 @@ export function contentText(content: unknown): string {
 }
 
 /**
- * A tool's arguments as the manifest limits see them: the parsed object when the JSON is an object,
- * otherwise an empty object (the raw text still reaches the output scan).
+ * A tool's arguments as the manifest limits see them, or why they cannot be: a model's arguments are a
+ * JSON text, and one that is not a strict JSON object (`{"amount":5000,}`, `NaN`, single quotes, a fenced
+ * block) is unreadable rather than empty, because lenient parsers on the agent's side still run it with
+ * `amount: 5000`. An empty text is a call without arguments.
  */
-export function argsObject(raw: unknown): Record<string, unknown> {
-  if (isObject(raw)) return raw;
-  if (typeof raw !== 'string' || raw === '') return {};
-  try {
-    const v: unknown = JSON.parse(raw);
-    return isObject(v) ? v : {};
-  } catch {
-    return {};
-  }
+export function readArgs(raw: unknown): { args: Record<string, unknown>; unreadable?: string } {
+  if (isObject(raw)) return { args: raw };
+  if (raw === undefined || raw === null || (typeof raw === 'string' && raw.trim() === '')) return { args: {} };
+  if (typeof raw !== 'string') return { args: {}, unreadable: `the arguments are a ${Array.isArray(raw) ? 'list' : typeof raw}, not an object` };
+  const parsed = parseStrictJson(raw);
+  if (!parsed.ok) return { args: {}, unreadable: `the arguments are not one strict JSON object: ${parsed.message.replace(/^the body /, '')}` };
+  return isObject(parsed.value) ? { args: parsed.value } : { args: {}, unreadable: 'the arguments are JSON but not an object' };
 }
 
 /** A tool result's content, as an object when it is JSON text (so grounding sees its fields). */
@@ -98,7 +99,8 @@ export function toolCallFields(calls: Iterable<AnswerToolCall>, argsKey: 'argume
   for (const c of calls) {
     const name = c.name === '' ? '(unnamed)' : clip(c.name, 200);
     entries.push({ name, [argsKey]: c.args });
-    called.push({ name, args: argsObject(c.args) });
+    const read = readArgs(c.args);
+    called.push(read.unreadable === undefined ? { name, args: read.args } : { name, args: read.args, args_unreadable: read.unreadable });
     if (c.id !== null) asked.push({ id: c.id, name: c.name, args: c.args });
   }
   return { entries, called, asked };

@@ -1,3 +1,4 @@
+import { parseStrictJson } from '../contracts/strict-json.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
@@ -169,14 +170,12 @@ export class ProxyServer {
             throw e;
           }
         } else if (mode === 'governed') {
-          let parsed: unknown;
+          // Strict, as on the MCP and tool routes: the upstream re-reads the bytes the checks read, so a
+          // body two parsers could read differently (a repeated key, a number past a double) is refused.
+          const parsed = parseStrictJson(body.toString('utf8'));
+          if (!parsed.ok) return sendError(res, adapter, errorInfo('invalid_json', `the request ${parsed.message.replace(/^the /, '')}`));
           try {
-            parsed = JSON.parse(body.toString('utf8'));
-          } catch {
-            return sendError(res, adapter, errorInfo('invalid_json', 'the request body is not valid JSON'));
-          }
-          try {
-            proposal = adapter.propose(parsed, ctx);
+            proposal = adapter.propose(parsed.value, ctx);
           } catch (e) {
             if (e instanceof ProposalError) return sendError(res, adapter, errorInfo('bad_request', e.message));
             throw e;

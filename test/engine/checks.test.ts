@@ -46,20 +46,33 @@ t.test('tool trust', async (t) => {
   const ctx = await shippedContext({ manifest });
   const input = (calls: EngineInput['tools_called'], results: EngineInput['tool_results'] = []): EngineInput => ({ ...worked(), tools_called: calls, tool_results: results });
   t.equal(toolTrustCheck(input([{ name: 'read', args: { n: 5 } }, { name: 'free', args: { anything: 'goes' } }]), ctx).score, 100);
-  t.equal(toolTrustCheck(input([{ name: 'read', scope: 'a:read', args: {} }]), ctx).score, 100);
+  t.equal(toolTrustCheck(input([{ name: 'read', scope: 'a:read', args: { n: 1 } }]), ctx).score, 100);
   const codes = (calls: EngineInput['tools_called'], results: EngineInput['tool_results'] = []) => {
     const r = toolTrustCheck(input(calls, results), ctx);
     t.ok(r.score < 100);
     return r.failures.map((f) => f.code);
   };
   t.same(codes([{ name: 'nope', args: {} }]), ['undeclared_tool']);
-  t.same(codes([{ name: 'read', scope: 'a:write', args: {} }]), ['scope_not_declared']);
-  t.same(codes([0, 1, 2, 3].map(() => ({ name: 'read', args: {} }))), ['max_calls_exceeded'], 'reported once');
+  t.same(codes([{ name: 'read', scope: 'a:write', args: { n: 1 } }]), ['scope_not_declared']);
+  t.same(codes([0, 1, 2, 3].map(() => ({ name: 'read', args: { n: 1 } }))), ['max_calls_exceeded'], 'reported once');
   t.same(codes([{ name: 'read', args: { n: 11 } }]), ['limit_exceeded']);
   t.same(codes([{ name: 'read', args: { n: 0 } }]), ['limit_exceeded']);
   t.same(codes([{ name: 'read', args: { n: '5' } }]), ['limit_not_numeric']);
   t.same(codes([{ name: 'read', args: { n: null } }]), ['limit_not_numeric']);
   t.same(codes([], [{ name: 'ghost', output: 1 }]), ['undeclared_tool_result']);
+
+  // Arguments that a reader could take otherwise than the check did (issue 12, High 3 and Medium 5).
+  t.same(codes([{ name: 'read', args: {} }]), ['limit_argument_missing'], 'a limited argument left out');
+  t.same(codes([{ name: 'read', args: { data: { n: 50 } } }]), ['limit_argument_missing', 'limit_exceeded'], 'nested under data: absent at the top, and held to the limit where it is');
+  t.same(codes([{ name: 'read', args: { N: 50 } }]), ['limit_argument_missing', 'ambiguous_argument'], 'a case variant alone');
+  t.same(codes([{ name: 'read', args: { n: 5, N: 50 } }]), ['ambiguous_argument'], 'a case variant beside the real one');
+  t.same(codes([{ name: 'read', args: { n: 5, items: [{ n: 500 }] } }]), ['limit_exceeded'], 'the same name deeper is held to the limit');
+  t.same(codes([{ name: 'read', args: JSON.parse('{"n":5,"__proto__":{"n":500}}') }]), ['forbidden_argument_key', 'limit_exceeded'], '__proto__ as an own key, and the n under it is held to the limit');
+  t.same(codes([{ name: 'free', args: { constructor: { prototype: { admin: true } } } }]), ['forbidden_argument_key'], 'also on a tool without limits');
+  t.same(codes([{ name: 'free', args: {}, argsUnreadable: 'not strict JSON' }]), ['arguments_unreadable']);
+  const optional = await shippedContext({ manifest: { tools: [{ name: 'read', limits: { n: { max: 10, optional: true } } }] } });
+  t.equal(toolTrustCheck(input([{ name: 'read', args: {} }]), optional).score, 100, 'an optional limited argument may be left out');
+  t.ok(toolTrustCheck(input([{ name: 'read', args: { n: 11 } }]), optional).score < 100, 'but is held to its limit when given');
   const none = await shippedContext({ manifest: null });
   t.equal(toolTrustCheck({ ...worked(), tools_called: [], tool_results: [] }, none).score, 100, 'no tools, no manifest: nothing to distrust');
   t.equal(toolTrustCheck(worked(), none).score, 0);

@@ -76,7 +76,7 @@ t.test('refusals use the Anthropic error format', async (t) => {
   t.same(((await notFound.json()) as { type: string }).type, 'error');
   const bad = await fetch(`${sc.proxyUrl}/anthropic/v1/messages`, { method: 'POST', headers: { 'x-api-key': CALLER_KEY, 'content-type': 'application/json' }, body: '{"model":' });
   t.equal(bad.status, 400);
-  t.same(await bad.json(), { type: 'error', error: { type: 'invalid_request_error', message: 'the request body is not valid JSON' } });
+  t.same(await bad.json(), { type: 'error', error: { type: 'invalid_request_error', message: 'the request body is not strict JSON (RFC 8259: no byte-order mark, NaN, trailing comma, single quotes or comments)' } });
 });
 
 t.test('a secret and an undeclared tool use are withheld at post-check', async (t) => {

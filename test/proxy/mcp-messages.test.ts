@@ -153,7 +153,7 @@ t.test('a tools/call result becomes an output the checks can read', async (t) =>
 });
 
 t.test('the engine judges the MCP shapes as intended (shipped policies)', async (t) => {
-  const ctx = await shippedContext({ manifest: { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365 } } }, { name: 'fetch_page' }] } });
+  const ctx = await shippedContext({ manifest: { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365, optional: true } } }, { name: 'fetch_page' }] } });
   const adapter = new McpAdapter('orders', { manifest: () => null, links: new ToolCallLinks() });
   const call = { agentId: 'support-bot', sessionId: null, method: 'POST', path: '/', pathname: '/', headers: {}, route: 'orders' };
   // The requests the proxy core builds from the adapter's proposal and inspection (governed-call.ts).

@@ -14,7 +14,7 @@ type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
 
 const AGENT = 'mcp-agent';
 const MANIFEST = {
-  tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365 } } }, { name: 'leaky_tool' }, { name: 'injector' }, { name: 'chatty_tool' }],
+  tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365, optional: true } } }, { name: 'leaky_tool' }, { name: 'injector' }, { name: 'chatty_tool' }],
 };
 const CALLER_SECRET = 'Bearer mcp-caller-secret';
 const JSON_AND_SSE = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };

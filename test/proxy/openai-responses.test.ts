@@ -48,7 +48,7 @@ async function drain(stream: AsyncIterable<any>): Promise<{ events: any[]; text:
 t.before(async () => {
   mock = await startMockUpstream((r) => reply(r));
   sc = await startSidecar({ openai: mock.url });
-  const put = await sc.api('PUT', '/v1/agents/resp-bot/manifest', { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365 } } }] });
+  const put = await sc.api('PUT', '/v1/agents/resp-bot/manifest', { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365, optional: true } } }] });
   if (put.status !== 200) throw new Error(`manifest PUT failed: ${put.status} ${JSON.stringify(put.body)}`);
 });
 t.teardown(async () => {

@@ -26,7 +26,7 @@ const refused = (t: Test, p: Promise<unknown>): Promise<APIError> => refusedWith
 t.before(async () => {
   mock = await startMockUpstream((r) => reply(r));
   sc = await startSidecar({ openai: mock.url });
-  const put = await sc.api('PUT', '/v1/agents/proxy-bot/manifest', { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365 } } }] });
+  const put = await sc.api('PUT', '/v1/agents/proxy-bot/manifest', { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365, optional: true } } }] });
   if (put.status !== 200) throw new Error(`manifest PUT failed: ${put.status} ${JSON.stringify(put.body)}`);
 });
 t.teardown(async () => {

@@ -22,13 +22,29 @@ t.test('params: JSON body, query (numbers typed), forms, text', async (t) => {
   t.same(httpToolParams(call({ contentType: 'application/x-www-form-urlencoded', body: Buffer.from('amount=200&note=hi') })), { ok: true, params: { amount: 200, note: 'hi' } });
   t.same(httpToolParams(call({ contentType: 'text/plain', body: Buffer.from('hello') })), { ok: true, params: { text: 'hello' } });
   t.same(httpToolParams(call({ contentType: 'application/json', body: json([1, 2]) })), { ok: true, params: { body: [1, 2] } });
-  t.same(httpToolParams(call({ contentType: 'application/octet-stream', body: Buffer.from([0, 1, 2]) })), { ok: true, params: { body: { content_type: 'application/octet-stream', bytes: 3 } } });
+  t.match(httpToolParams(call({ contentType: 'application/octet-stream', body: Buffer.from([0, 1, 2]) })), { ok: false, code: 'unsupported_body' }, 'bytes nobody can read are refused');
   t.same(httpToolParams(call({ contentType: 'application/vnd.api+json', body: json({ a: 1 }) })), { ok: true, params: { a: 1 } });
 });
 
-t.test('params: a JSON body is read as JSON whatever its label, so a limit cannot be dodged', async (t) => {
-  t.same(httpToolParams(call({ contentType: 'text/plain', body: json({ amount: 5000 }) })), { ok: true, params: { amount: 5000 } });
-  t.same(httpToolParams(call({ contentType: null, body: json({ amount: 5000 }) })), { ok: true, params: { amount: 5000 } });
+t.test('params: a body that reads otherwise than its label, or cannot be read with certainty, is refused', async (t) => {
+  // Each of these carried amount 5000 past a manifest max of 200 (issue 12, High 3).
+  const refused: Array<[string, Partial<HttpToolCall>, string]> = [
+    ['JSON labelled text/plain', { contentType: 'text/plain', body: json({ amount: 5000 }) }, 'unsupported_body'],
+    ['text/plain with a byte-order mark', { contentType: 'text/plain', body: Buffer.from('\uFEFF{"amount":5000}') }, 'unsupported_body'],
+    ['JSON labelled as a form', { contentType: 'application/x-www-form-urlencoded', body: json({ amount: 5000 }) }, 'unsupported_body'],
+    ['JSON without a content type', { contentType: null, body: json({ amount: 5000 }) }, 'unsupported_body'],
+    ['a multipart form', { contentType: 'multipart/form-data; boundary=x', body: Buffer.from('--x\r\nContent-Disposition: form-data; name="amount"\r\n\r\n5000\r\n--x--\r\n') }, 'unsupported_body'],
+    ['XML', { contentType: 'application/xml', body: Buffer.from('<refund><amount>5000</amount></refund>') }, 'unsupported_body'],
+    ['XML labelled text/plain', { contentType: 'text/plain', body: Buffer.from('<refund><amount>5000</amount></refund>') }, 'unsupported_body'],
+    ['JSON with NaN', { body: Buffer.from('{"amount":5000,"x":NaN}') }, 'invalid_json'],
+    ['JSON with a trailing comma', { body: Buffer.from('{"amount":5000,}') }, 'invalid_json'],
+    ['JSON behind a byte-order mark', { body: Buffer.from('\uFEFF{"amount":5000}') }, 'invalid_json'],
+    ['a number past a double', { body: Buffer.from('{"amount":1e400}') }, 'ambiguous_argument'],
+    ['a bracketed query name', { method: 'GET', query: 'amount[]=5000', contentType: null }, 'ambiguous_argument'],
+    ['a nested query name', { method: 'GET', query: 'data[amount]=5000', contentType: null }, 'ambiguous_argument'],
+    ['a bracketed form name', { contentType: 'application/x-www-form-urlencoded', body: Buffer.from('amount%5B%5D=5000') }, 'ambiguous_argument'],
+  ];
+  for (const [label, c, code] of refused) t.match(httpToolParams(call(c)), { ok: false, code }, label);
   t.match(httpToolParams(call({ body: Buffer.from('{"amount":') })), { ok: false, code: 'invalid_json' });
   t.match(httpToolParams(call({ query: 'amount=1', body: json({ amount: 5000 }) })), { ok: false, code: 'ambiguous_argument', message: /amount/ });
   t.same(httpToolParams(call({ query: 'amount=5', body: json({ amount: 5 }) })), { ok: true, params: { amount: 5 } }, 'the same value twice is fine');
@@ -58,7 +74,7 @@ t.test('HTTP tools end to end through gov sidecar: real sockets, real Governor, 
   writeFileSync(routesFile, `tools:\n  orders: ${upstream.url}/json\n  pages: { url: "${upstream.url}", timeout_ms: 300 }\n`);
   const sc = await startSidecar({ env: { GOV_PROXY_ROUTES: routesFile, GOV_UPSTREAM_TOOL_SECRET_STORE: upstream.url, GOV_AGENT_ID: 'tool-agent' } });
   t.teardown(() => sc.close());
-  await sc.api('PUT', '/v1/agents/tool-agent/manifest', { tools: [{ name: 'orders', limits: { history_days: { min: 1, max: 365 } } }, { name: 'pages' }] });
+  await sc.api('PUT', '/v1/agents/tool-agent/manifest', { tools: [{ name: 'orders', limits: { history_days: { min: 1, max: 365, optional: true } } }, { name: 'pages' }] });
   const headers = { 'x-gov-session-id': 'conv-3', authorization: 'Bearer caller-token' };
   const rows = async (res: Response) => sc.rowsOf(res.headers.get('x-gov-envelope-id')!);
 
@@ -80,7 +96,7 @@ t.test('HTTP tools end to end through gov sidecar: real sockets, real Governor, 
   t.match(await blocked.json(), { error: { code: 'governance_blocked', envelope_id: blocked.headers.get('x-gov-envelope-id'), message: /history_days/ } });
   const undeclared = await fetch(`${sc.proxyUrl}/tools/secret_store/leak`, { headers });
   t.equal(undeclared.status, 403, 'a tool the manifest does not declare is refused');
-  const dup = await fetch(`${sc.proxyUrl}/tools/orders`, { method: 'POST', headers: { ...headers, 'content-type': 'text/plain' }, body: '{"history_days":5,"history_days":9999}' });
+  const dup = await fetch(`${sc.proxyUrl}/tools/orders`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: '{"history_days":5,"history_days":9999}' });
   t.equal(dup.status, 400);
   t.match(await dup.json(), { error: { code: 'bad_request', message: /repeats a key/ } });
   // Compressed, the arguments the checks read would be opaque bytes while the tool reads history_days 9999.

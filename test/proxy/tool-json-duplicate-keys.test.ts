@@ -1,5 +1,5 @@
 import t from 'tap';
-import { hasDuplicateKeys } from '../../src/proxy/json-duplicate-keys.js';
+import { hasDuplicateKeys } from '../../src/contracts/strict-json.js';
 
 t.test('repeated keys are found at any depth, compared decoded', async (t) => {
   for (const text of ['{"a":1,"a":2}', '{"x":{"a":1,"b":{"c":[{"d":1,"d":1}]}}}', '[{"a":1},{"b":2,"b":3}]', '{"a":1,"\\u0061":2}', '{"k\\"":1,"k\\"":2}', ' { "a" : 1 , "a" : 2 } '])

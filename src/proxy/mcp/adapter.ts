@@ -1,5 +1,5 @@
 import { ProposalError, type AdapterContext, type AnswerResumption, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
-import { hasDuplicateKeys } from '../json-duplicate-keys.js';
+import { jsonTextHazard, STRICT_JSON_MESSAGES } from '../../contracts/strict-json.js';
 import type { SseEvent } from '../sse.js';
 import { toolCallLinkMetadata } from '../tool-call-links.js';
 import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_UNAVAILABLE, MCP_GOVERNANCE_WITHHELD } from './governance-error.js';
@@ -99,7 +99,8 @@ export class McpAdapter implements ProtocolAdapter {
   proposeRaw(raw: Buffer, call: CallContext): Proposal {
     const text = raw.toString('utf8');
     const parsed = parseJsonRpcBody(text);
-    if (parsed.ok && hasDuplicateKeys(text)) throw new ProposalError('Invalid Request: an object repeats a key, so servers may read this call differently than it was checked');
+    const hazard = parsed.ok ? jsonTextHazard(text) : null;
+    if (hazard !== null) throw new ProposalError(`Invalid Request: ${STRICT_JSON_MESSAGES[hazard]}`);
     return this.fromParsed(parsed, call);
   }
 

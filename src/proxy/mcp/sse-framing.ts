@@ -1,3 +1,4 @@
+import { jsonTextHazard } from '../../contracts/strict-json.js';
 import { SseParser, type SseEvent } from '../sse.js';
 import { classifyJsonRpc, type JsonRpcMessage } from './jsonrpc.js';
 
@@ -32,6 +33,8 @@ function readEventMessages(event: SseEvent): SseMessages {
   } catch {
     return { kind: 'invalid', reason: 'SSE data is not JSON' };
   }
+  // Infinity could be neither checked as the caller reads it nor recorded (strict-json.ts).
+  if (jsonTextHazard(event.data, { keys: false }) !== null) return { kind: 'invalid', reason: 'SSE data holds a number too large for a double' };
   const items = Array.isArray(value) ? value : [value];
   const messages: JsonRpcMessage[] = [];
   for (const item of items) {
@@ -87,6 +90,7 @@ export function readMcpResponseMessages(contentType: string | null | undefined, 
   } catch {
     return null;
   }
+  if (jsonTextHazard(text, { keys: false }) !== null) return null;
   const out: JsonRpcMessage[] = [];
   for (const item of Array.isArray(value) ? value : [value]) {
     const p = classifyJsonRpc(item);

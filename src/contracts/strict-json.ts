@@ -1,0 +1,98 @@
+/**
+ * JSON that every reader reads the same way. The proxy checks one reading of a body and forwards its bytes
+ * to a server that parses them again, and the ledger hashes what was checked: where two readings can
+ * differ, the check may have judged a call that never ran. So a governed body is refused (400) when:
+ * - it is not strict RFC 8259 JSON (`JSON.parse` refuses a byte-order mark, `NaN`, trailing commas,
+ *   single quotes and comments, which lenient parsers accept);
+ * - an object repeats a key: `JSON.parse` keeps the last of `{"name":"a","name":"b"}`, other parsers the
+ *   first;
+ * - a number does not fit a double (`1e400`): `JSON.parse` makes it Infinity, which no JSON writer can
+ *   record and other parsers read as a big decimal.
+ */
+export type JsonHazard = 'duplicate_key' | 'non_finite_number';
+
+export type StrictJson = { ok: true; value: unknown } | { ok: false; reason: 'invalid' | JsonHazard; message: string };
+
+export const STRICT_JSON_MESSAGES: Record<'invalid' | JsonHazard, string> = {
+  invalid: 'the body is not strict JSON (RFC 8259: no byte-order mark, NaN, trailing comma, single quotes or comments)',
+  duplicate_key: 'an object in the body repeats a key, so another reader may take other values than the check did',
+  non_finite_number: 'a number in the body is too large for a double (it would read as Infinity), so readers disagree on its value',
+};
+
+export function parseStrictJson(text: string): StrictJson {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: 'invalid', message: STRICT_JSON_MESSAGES.invalid };
+  }
+  const hazard = jsonTextHazard(text);
+  return hazard === null ? { ok: true, value } : { ok: false, reason: hazard, message: STRICT_JSON_MESSAGES[hazard] };
+}
+
+/** Whether any object in a JSON text repeats a key (the text must be valid JSON). */
+export function hasDuplicateKeys(text: string): boolean {
+  return jsonTextHazard(text) === 'duplicate_key';
+}
+
+const isNumberChar = (c: number) => (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || c === 0x65 || c === 0x45;
+
+/**
+ * One scan of a JSON text that JSON.parse accepted: the first hazard it holds, or null. It tracks strings
+ * and nesting only, so it costs no allocation but the key sets of objects. Keys are compared decoded, since
+ * "\u0061" and "a" are the same key. A number is converted only when it could overflow (an exponent, or
+ * more digits than a double's range), so plain numbers cost nothing extra.
+ */
+export function jsonTextHazard(text: string, o: { keys: boolean } = { keys: true }): JsonHazard | null {
+  const stack: Array<Set<string> | null> = [];
+  let expectKey = false;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      let escaped = false;
+      while (j < n) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c) {
+          escaped = true;
+          j += 2;
+          continue;
+        }
+        if (d === 0x22) break;
+        j++;
+      }
+      const top = stack.length > 0 ? stack[stack.length - 1] : null;
+      if (expectKey && top !== null && o.keys) {
+        const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
+        if (top.has(key)) return 'duplicate_key';
+        top.add(key);
+        expectKey = false;
+      }
+      i = j;
+    } else if (c === 0x7b) {
+      stack.push(new Set());
+      expectKey = true;
+    } else if (c === 0x5b) {
+      stack.push(null);
+      expectKey = false;
+    } else if (c === 0x7d || c === 0x5d) {
+      stack.pop();
+      expectKey = false;
+    } else if (c === 0x2c) {
+      expectKey = stack.length > 0 && stack[stack.length - 1] !== null;
+    } else if ((c >= 0x30 && c <= 0x39) || c === 0x2d) {
+      let j = i + 1;
+      let exponent = false;
+      while (j < n && isNumberChar(text.charCodeAt(j))) {
+        const d = text.charCodeAt(j);
+        if (d === 0x65 || d === 0x45) exponent = true;
+        j++;
+      }
+      // A double holds up to ~1.8e308: only an exponent or 300-odd digits can overflow it.
+      if ((exponent || j - i > 300) && !Number.isFinite(Number(text.slice(i, j)))) return 'non_finite_number';
+      i = j - 1;
+    }
+  }
+  return null;
+}
