@@ -36,6 +36,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'fsync', help: 'fsync: answer once the row is on disk (survives power loss); commit: once committed to the OS (survives a process crash, faster)' },
   { name: 'GOV_LEDGER_MAX_PENDING_ROWS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'rows waiting for the disk from which new calls wait (backpressure); calls already started always record' },
   { name: 'GOV_LEDGER_BACKPRESSURE_WAIT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '5000', help: 'how long a new call waits for the ledger to catch up before a 503 with Retry-After' },
+  { name: 'GOV_AUDIT_MAX_TEXT_CHARS', modes: ['embedded', 'gateway', 'sidecar'], default: '65536', help: 'longest string a row stores whole; a longer one is stored as its first this-many characters plus its length and SHA-256 (the decision still reads all of it)' },
   { name: 'GOV_AUDIT_ENCRYPTION_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: '32-byte key (64 hex chars or base64): payloads stored AES-256-GCM encrypted' },
   { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'policies', help: 'directory of YAML policy packs' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
@@ -51,6 +52,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_AGENT_ID', modes: ['sidecar'], default: 'unknown', help: 'agent id of calls that carry no X-Agent-ID header (one sidecar per pod)' },
   { name: 'GOV_PROXY_ESCALATE', modes: ['sidecar'], default: 'hold', help: 'escalate outcome: hold (403 naming the review envelope) or release (forward/deliver, still queued for review)' },
   { name: 'GOV_PROXY_GUARD_WINDOW_CHARS', modes: ['sidecar'], default: '128', help: 'streamed text held back until the text after it has been checked; must cover the longest pattern a policy must catch' },
+  { name: 'GOV_PROXY_MAX_ANSWER_BYTES', modes: ['sidecar'], default: '16777216', help: 'largest upstream answer, streamed or not; past it a whole answer is refused (502) and a stream ends with a provider-format error, the held part withheld and its SHA-256 recorded' },
   { name: 'GOV_PROXY_UPSTREAM_TIMEOUT_MS', modes: ['sidecar'], default: '600000', help: 'upstream timeout: wait for response headers, and the longest pause between body chunks' },
   { name: 'GOV_PROXY_SHUTDOWN_GRACE_MS', modes: ['sidecar'], default: '30000', help: 'on SIGTERM, how long in-flight proxied calls may take to finish before they are cut' },
 ];
@@ -104,6 +106,8 @@ export interface Settings {
   rateLimitFile: string;
   minSdkVersion: string | null;
   auditEncryptionKey: string | null;
+  /** GOV_AUDIT_MAX_TEXT_CHARS: longest string stored whole in a row's payload (ledger/bounded-payload.ts). */
+  auditMaxTextChars: number;
   ledgerDurability: 'fsync' | 'commit';
   ledgerMaxPendingRows: number;
   ledgerBackpressureWaitMs: number;
@@ -126,6 +130,8 @@ export interface ProxySettings {
   defaultAgentId: string;
   escalate: 'hold' | 'release';
   guardWindowChars: number;
+  /** GOV_PROXY_MAX_ANSWER_BYTES: largest upstream answer read, streamed or not. */
+  maxAnswerBytes: number;
   upstreamTimeoutMs: number;
   shutdownGraceMs: number;
 }
@@ -172,6 +178,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     rateLimitFile: get('GOV_RATE_LIMIT_FILE') ?? shipped(cwd, 'manifests/rate-limits.yaml'),
     minSdkVersion: get('GOV_MIN_SDK_VERSION') ?? null,
     auditEncryptionKey: get('GOV_AUDIT_ENCRYPTION_KEY') ?? null,
+    auditMaxTextChars: parse('GOV_AUDIT_MAX_TEXT_CHARS', z.coerce.number().int().min(256).max(64 * 1024 * 1024), get('GOV_AUDIT_MAX_TEXT_CHARS') ?? '65536'),
     ledgerDurability: parse('GOV_LEDGER_DURABILITY', z.enum(['fsync', 'commit']), get('GOV_LEDGER_DURABILITY') ?? 'fsync'),
     ledgerMaxPendingRows: parse('GOV_LEDGER_MAX_PENDING_ROWS', z.coerce.number().int().min(1).max(10_000_000), get('GOV_LEDGER_MAX_PENDING_ROWS') ?? '10000'),
     ledgerBackpressureWaitMs: parse('GOV_LEDGER_BACKPRESSURE_WAIT_MS', z.coerce.number().int().min(0).max(600_000), get('GOV_LEDGER_BACKPRESSURE_WAIT_MS') ?? '5000'),
@@ -236,6 +243,7 @@ function loadProxySettings(
     escalate: parse('GOV_PROXY_ESCALATE', z.enum(['hold', 'release']), (get('GOV_PROXY_ESCALATE') ?? 'hold').toLowerCase()),
     // Below 16 chars not even an AWS key id fits in the window, so a secret could leak half-released.
     guardWindowChars: parse('GOV_PROXY_GUARD_WINDOW_CHARS', z.coerce.number().int().min(16).max(1_000_000), get('GOV_PROXY_GUARD_WINDOW_CHARS') ?? '128'),
+    maxAnswerBytes: parse('GOV_PROXY_MAX_ANSWER_BYTES', z.coerce.number().int().min(1024).max(1024 * 1024 * 1024), get('GOV_PROXY_MAX_ANSWER_BYTES') ?? String(16 * 1024 * 1024)),
     upstreamTimeoutMs: parse('GOV_PROXY_UPSTREAM_TIMEOUT_MS', z.coerce.number().int().min(1).max(86_400_000), get('GOV_PROXY_UPSTREAM_TIMEOUT_MS') ?? '600000'),
     shutdownGraceMs: parse('GOV_PROXY_SHUTDOWN_GRACE_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_PROXY_SHUTDOWN_GRACE_MS') ?? '30000'),
   };

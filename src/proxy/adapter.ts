@@ -193,6 +193,13 @@ export interface AskedToolCall {
 export interface TextPiece {
   channel: string;
   text: string;
+  /**
+   * The channel's place among the texts a reader joins into one string (OpenAI's choices in index order,
+   * Anthropic's text blocks, the Responses API's `output_text`): the guard also checks the seam between a
+   * channel and the one before it in this order, so a secret split across two of them is seen whole.
+   * Absent for a text read on its own (reasoning, citations, an unknown field).
+   */
+  join?: number;
 }
 
 export interface StreamEventView {

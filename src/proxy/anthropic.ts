@@ -10,9 +10,10 @@ import {
   type ProxyErrorInfo,
   type StreamEventView,
   type StreamInspector,
+  type TextPiece,
   type UpstreamAnswer,
 } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
 import { eventJson, type SseEvent } from './sse.js';
 
 const GOVERNED_POST = new Set(['/v1/messages']);
@@ -122,15 +123,17 @@ export class AnthropicAdapter implements ProtocolAdapter {
     const j = isObject(res.json) ? res.json : {};
     const content = Array.isArray(j.content) ? j.content : [];
     const texts: string[] = [];
+    const joinable: string[] = [];
     const uses: AnswerToolCall[] = [];
     for (const b of content) {
       if (!isObject(b)) continue;
       const t = blockText(b);
       if (t !== '') texts.push(t);
+      if (b.type === 'text' && typeof b.text === 'string' && b.text !== '') joinable.push(b.text);
       if ((b.type === 'tool_use' || b.type === 'server_tool_use') && typeof b.name === 'string') uses.push({ id: agentToolId(b.type, b.id), name: b.name, args: b.input ?? {} });
     }
     const { entries, called, asked } = toolCallFields(uses, 'input');
-    const output: Json = { text: texts.join('\n') };
+    const output = withJoinedText({ text: texts.join('\n') }, joinable);
     if (entries.length > 0) output.tool_calls = entries;
     const usage = isObject(j.usage) ? j.usage : {};
     const inTok = intOrUndefined(usage.input_tokens);
@@ -193,9 +196,14 @@ class AnthropicMessageStream implements StreamInspector {
       }
       case 'content_block_start': {
         const i = typeof e.index === 'number' ? e.index : 0;
-        const draft = this.startBlock(i, isObject(e.content_block) ? e.content_block : {});
+        const b = isObject(e.content_block) ? e.content_block : {};
+        const prior = this.blocks.get(i);
+        // A start re-sent for a block already started never discards what the block said: its text
+        // continues the block, and a block restarted as a call becomes a call (held and gated).
+        const draft = prior === undefined ? this.startBlock(i, b) : this.restartBlock(prior, i, b);
         if (this.open.has(i)) return { unit: i };
-        return draft.text !== '' ? { texts: [{ channel: String(i), text: draft.text }] } : {};
+        const text = prior === undefined ? draft.text : blockText(b);
+        return text !== '' ? { texts: [this.piece(i, draft, text)] } : {};
       }
       case 'content_block_delta': {
         const i = typeof e.index === 'number' ? e.index : 0;
@@ -211,7 +219,7 @@ class AnthropicMessageStream implements StreamInspector {
             const piece = str(d.type === 'text_delta' ? d.text : d.thinking) ?? '';
             if (piece === '') return {};
             draft.text += piece;
-            return { texts: [{ channel: String(i), text: piece }] };
+            return { texts: [this.piece(i, draft, piece)] };
           }
           case 'signature_delta':
             return {};
@@ -273,6 +281,25 @@ class AnthropicMessageStream implements StreamInspector {
     return draft;
   }
 
+  /** The block's own text: a text block's is joined with the other text blocks' by readers (TextPiece.join). */
+  private piece(i: number, draft: BlockDraft, text: string): TextPiece {
+    return draft.type === 'text' ? { channel: String(i), text, join: i } : { channel: String(i), text };
+  }
+
+  private restartBlock(d: BlockDraft, i: number, b: Json): BlockDraft {
+    const more = blockText(b);
+    if (more !== '') d.text = joinText(d.text, more);
+    const type = str(b.type);
+    if ((type === 'tool_use' || type === 'server_tool_use') && d.type !== type) {
+      d.type = type;
+      d.id = str(b.id) ?? d.id;
+      d.name = str(b.name) ?? d.name;
+      if (b.input !== undefined) d.input = b.input;
+      this.open.add(i);
+    }
+    return d;
+  }
+
   /** The text channels of block `i`: its text, its citations and its deltas of unknown kinds. */
   private channelsOf(i: number): string[] {
     const b = this.blocks.get(i);
@@ -295,13 +322,16 @@ class AnthropicMessageStream implements StreamInspector {
     const texts: string[] = [];
     if (this.startText !== '') texts.push(this.startText);
     const uses: AnswerToolCall[] = [];
-    for (const b of this.blocks.values()) {
+    const joinable: string[] = [];
+    for (const i of [...this.blocks.keys()].sort((a, b) => a - b)) {
+      const b = this.blocks.get(i)!;
       if (b.type === 'tool_use' || b.type === 'server_tool_use') uses.push(this.useOf(b));
       for (const t of [b.text, b.cited, ...b.other.values()]) if (t !== '') texts.push(t);
+      if (b.type === 'text' && b.text !== '') joinable.push(b.text);
     }
     if (this.eventText !== '') texts.push(this.eventText);
     const { entries, called, asked } = toolCallFields(uses, 'input');
-    const output: Json = { text: texts.join('\n') };
+    const output = withJoinedText({ text: texts.join('\n') }, joinable);
     if (entries.length > 0) output.tool_calls = entries;
     return {
       output,

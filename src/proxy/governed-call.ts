@@ -14,7 +14,7 @@ import type { ProxyRoute } from './routes.js';
 import { MAX_EVENT_CHARS, SseParser, type SseEvent } from './sse.js';
 import { StreamGuard, type StreamAccount } from './stream-guard.js';
 import type { ToolCallLinks } from './tool-call-links.js';
-import { classifyUpstreamError, discardBody, isRedirect, readAll, redirectFailure, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
+import { classifyUpstreamError, discardBody, isRedirect, readAll, redirectFailure, tooLarge, UpstreamFailure, type CallAbort, type UpstreamPools, type UpstreamResponse } from './upstream.js';
 
 /** What every proxied call shares: the governor, the upstream pools and the proxy's settings. */
 export interface ProxyCore {
@@ -564,6 +564,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   const parser = new SseParser();
   let cut = false;
   let failure: UpstreamFailure | null = null;
+  let received = 0;
   const onEvent = (ev: SseEvent) => {
     if (cut || failure !== null) return;
     // Readers walk an event's JSON (the parts they do not know, as text); nothing nested this deep is read.
@@ -573,6 +574,11 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   };
   try {
     for await (const chunk of up.body) {
+      received += (chunk as Buffer).length;
+      if (received > core.maxAnswerBytes) {
+        failure = tooLarge(core.maxAnswerBytes);
+        break;
+      }
       parser.push(chunk as Buffer, onEvent);
       if (cut || failure !== null) break;
       if (parser.pendingChars() > MAX_EVENT_CHARS) {
@@ -591,13 +597,16 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
     failure = classifyUpstreamError(e, call.route.timeoutMs, call.abort);
   }
   if (cut || failure !== null) discardBody(up.body);
-  if (!cut && !guard.finish()) cut = true;
+  // Past the size cap the answer is incomplete and will stay so: nothing more of it leaves.
+  const capped = failure?.kind === 'too_large';
+  if (capped) guard.withholdRest();
+  else if (!cut && !guard.finish()) cut = true;
 
   const latency = performance.now() - t0;
   const snapshot = inspector.snapshot();
   // The whole answer decides what happens to the part still held; the row records that decision.
   let releaseRest = false;
-  if (!cut) {
+  if (!cut && !capped) {
     // With the latency the row will record, so that the release follows the same inputs as the recorded decision.
     releaseRest = check(snapshot, latency) === 'pass';
     if (!releaseRest) guard.withholdRest();
@@ -613,7 +622,7 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
           withheld_bytes: acc.withheldBytes,
           withheld_text_chars: acc.withheldTextChars,
           withheld_sha256: acc.withheldSha256,
-          cut_by: cut ? 'guard_window' : 'final_check',
+          cut_by: cut ? 'guard_window' : capped ? 'size_cap' : 'final_check',
         },
   };
   if (failure !== null) metadata.upstream_failure = aborted ?? failure.kind;
@@ -628,6 +637,8 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
   if (aborted === 'client_closed') return 499;
   if (!committed) {
     res.write(adapter.streamErrorEvent(errorInfo('ledger_unavailable', 'the audit ledger could not record this answer, so its rest was not released'), call.proposal));
+  } else if (capped) {
+    res.write(adapter.streamErrorEvent(errorInfo('upstream_unreachable', `${failure!.message} (envelope ${postId})`, postId), call.proposal));
   } else if (releaseRest) {
     if (failure !== null) {
       const kind = aborted === 'shutdown' ? 'shutting_down' : failure.kind === 'timeout' ? 'upstream_timeout' : 'upstream_unreachable';

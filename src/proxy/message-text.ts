@@ -154,3 +154,13 @@ function collectStrings(v: unknown, out: string[]): void {
     }
   }
 }
+
+/**
+ * Adds what a reader forms from texts it joins into one string (an answer's choices, Anthropic's text
+ * blocks, the Responses API's `output_text` parts): with two or more, the post-check also reads them
+ * joined with nothing between, as agent code joins them, so a secret split across two is seen whole.
+ */
+export function withJoinedText(output: Json, parts: readonly string[]): Json {
+  if (parts.length > 1) output.text_joined = parts.join('');
+  return output;
+}

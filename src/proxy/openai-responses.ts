@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ToolResultInput } from '../contracts/runtime.js';
 import { ProposalError, streamEventView, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
 import { eventJson, type SseEvent } from './sse.js';
 
 /**
@@ -119,6 +119,19 @@ export function inspectResponse(res: UpstreamAnswer): Inspected {
   const reader = new ResponseReader(new ResponsesCall());
   reader.absorbResponse(res.json, true);
   return reader.snapshot();
+}
+
+/**
+ * A message's `output_text` parts (`c{i}`) are what the SDK's `output_text` joins, across items, in order:
+ * their place in that join (TextPiece.join).
+ */
+function joinOf(d: ItemDraft, idx: number, key: string): number | undefined {
+  return d.type === 'message' && /^c\d+$/.test(key) ? idx * 4096 + Math.min(Number(key.slice(1)), 4095) : undefined;
+}
+
+function textPiece(d: ItemDraft, idx: number, key: string, text: string): TextPiece {
+  const join = joinOf(d, idx, key);
+  return join === undefined ? { channel: `${idx}:${key}`, text } : { channel: `${idx}:${key}`, text, join };
 }
 
 export function openResponsesStream(proposal: Proposal): StreamInspector {
@@ -350,16 +363,18 @@ class ResponseReader implements StreamInspector {
     const refusals: string[] = [];
     const calls: AnswerToolCall[] = [];
     const results: ToolResultInput[] = [];
+    const joinable: string[] = [];
     for (const idx of [...this.items.keys()].sort((a, b) => a - b)) {
       const d = this.items.get(idx)!;
       for (const p of d.parts.values()) if (p.text !== '') (p.refusal ? refusals : texts).push(p.text);
+      for (const [key, p] of [...d.parts].sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))) if (joinOf(d, idx, key) !== undefined && !p.refusal && p.text !== '') joinable.push(p.text);
       if (d.tool !== null) {
         const r = this.collectTool(d.tool, calls, results);
         if (r !== '') texts.push(r);
       }
     }
     const { entries, called, asked } = toolCallFields(calls, 'arguments');
-    const output: Json = { text: texts.join('\n') };
+    const output = withJoinedText({ text: texts.join('\n') }, joinable);
     if (refusals.length > 0) output.refusal = refusals.join('\n');
     if (entries.length > 0) output.tool_calls = entries;
     const ins: Inspected = {
@@ -481,26 +496,25 @@ class ResponseReader implements StreamInspector {
     const part = d.parts.get(key);
     if (part === undefined) d.parts.set(key, { refusal, text: delta });
     else part.text += delta;
-    return [{ channel: `${idx}:${key}`, text: delta }];
+    return [textPiece(d, idx, key, delta)];
   }
 
   /** Sets a part to its full text; returns the text it adds beyond what was seen (all of it if it diverges). */
   private setPart(d: ItemDraft, idx: number, key: string, part: TextPart | null): TextPiece[] {
     if (part === null || part.text === '') return [];
-    const channel = `${idx}:${key}`;
     const prev = d.parts.get(key);
     if (prev === undefined) {
       d.parts.set(key, { ...part });
-      return [{ channel, text: part.text }];
+      return [textPiece(d, idx, key, part.text)];
     }
     if (prev.text === part.text || prev.text.startsWith(part.text)) return [];
     if (part.text.startsWith(prev.text)) {
       const extra = part.text.slice(prev.text.length);
       prev.text = part.text;
-      return [{ channel, text: extra }];
+      return [textPiece(d, idx, key, extra)];
     }
     // Not what the deltas said: the caller may read both, so both are checked and recorded.
     prev.text += `\n${part.text}`;
-    return [{ channel, text: `\n${part.text}` }];
+    return [textPiece(d, idx, key, `\n${part.text}`)];
   }
 }

@@ -14,7 +14,7 @@ import {
   type TextPiece,
   type UpstreamAnswer,
 } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
 import {
   inspectResponse,
   isResponsesProposal,
@@ -132,13 +132,17 @@ export class OpenAiAdapter implements ProtocolAdapter {
     const j = isObject(res.json) ? res.json : {};
     const choices = Array.isArray(j.choices) ? j.choices : [];
     const texts: string[] = [];
+    const joinable: string[] = [];
     const calls: AnswerToolCall[] = [];
     let refusal: string | null = null;
     for (const c of choices) {
       const m = isObject(c) && isObject(c.message) ? c.message : null;
       if (m === null) continue;
       const t = contentText(m.content);
-      if (t !== '') texts.push(t);
+      if (t !== '') {
+        texts.push(t);
+        joinable.push(t);
+      }
       if (typeof m.refusal === 'string') refusal = m.refusal;
       for (const k in m) {
         if (CHAT_MESSAGE_READ.has(k)) continue;
@@ -157,7 +161,7 @@ export class OpenAiAdapter implements ProtocolAdapter {
       if (isObject(m.function_call)) calls.push({ id: '', name: str(m.function_call.name) ?? '', args: m.function_call.arguments ?? '' });
     }
     const { entries, called, asked } = toolCallFields(calls, 'arguments');
-    const output: Json = { text: texts.join('\n') };
+    const output = withJoinedText({ text: texts.join('\n') }, joinable);
     if (refusal !== null) output.refusal = refusal;
     if (entries.length > 0) output.tool_calls = entries;
     const usage = isObject(j.usage) ? j.usage : {};
@@ -241,7 +245,7 @@ class OpenAiChatStream implements StreamInspector {
           if (text === '') continue;
           const channel = k === 'content' ? String(ci) : `${ci}:${k}`;
           this.texts.set(channel, (this.texts.get(channel) ?? '') + text);
-          texts.push({ channel, text });
+          texts.push(k === 'content' ? { channel, text, join: ci } : { channel, text });
         }
       }
       if (c.finish_reason !== null && c.finish_reason !== undefined) {
@@ -291,7 +295,8 @@ class OpenAiChatStream implements StreamInspector {
 
   snapshot(): Inspected {
     const { entries, called, asked } = toolCallFields(this.calls.values(), 'arguments');
-    const output: Json = { text: [...this.texts.values()].join('\n') };
+    const contents = [...this.texts.entries()].filter(([k]) => /^\d+$/.test(k)).sort(([a], [b]) => Number(a) - Number(b));
+    const output = withJoinedText({ text: [...this.texts.values()].join('\n') }, contents.map(([, t]) => t));
     if (entries.length > 0) output.tool_calls = entries;
     return {
       output,

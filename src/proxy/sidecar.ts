@@ -50,8 +50,7 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     windowChars: proxySettings.guardWindowChars,
     links,
     upstreamTimeoutMs: proxySettings.upstreamTimeoutMs,
-    // An LLM answer is far below this; the bound only stops a broken upstream from exhausting memory.
-    maxAnswerBytes: Math.max(64 * 1024 * 1024, settings.maxBodyBytes),
+    maxAnswerBytes: proxySettings.maxAnswerBytes,
   };
   const unnamed = new Map<string, ProtocolAdapter | undefined>();
   const adapterOfKind = (kind: string) => {

@@ -24,7 +24,7 @@ export interface UpstreamResponse {
  * `unreadable`: the upstream answered in a form the sidecar cannot inspect (compressed, or not JSON where JSON
  * is due). `redirect`: it answered with a redirect, which the sidecar neither follows nor releases.
  */
-export type UpstreamFailureKind = 'timeout' | 'unreachable' | 'unreadable' | 'redirect' | 'aborted';
+export type UpstreamFailureKind = 'timeout' | 'unreachable' | 'unreadable' | 'redirect' | 'too_large' | 'aborted';
 
 /** A transport failure talking to the upstream, classified for the caller's error format. */
 export class UpstreamFailure extends Error {
@@ -176,6 +176,11 @@ export class UpstreamPools {
   }
 }
 
+/** An answer past GOV_PROXY_MAX_ANSWER_BYTES: not read further, never released. */
+export function tooLarge(limit: number): UpstreamFailure {
+  return new UpstreamFailure('too_large', `the upstream's answer is larger than GOV_PROXY_MAX_ANSWER_BYTES (${limit} bytes); it was not read further nor released`);
+}
+
 /**
  * Drops an upstream body unread. undici's body emits an abort error when destroyed before its end, and
  * an error nobody listens to would take the process down.
@@ -204,7 +209,7 @@ export function readAll(body: UpstreamResponse['body'], limit: number, timeoutMs
       if (settled) return;
       size += b.length;
       if (size > limit) {
-        fail(new UpstreamFailure('unreachable', `upstream answer is larger than ${limit} bytes`));
+        fail(tooLarge(limit));
         body.destroy();
         return;
       }

@@ -15,6 +15,7 @@ import { reliabilityFromStats } from '../engine/reliability.js';
 import type { ScoringConfig } from '../engine/scoring-config.js';
 import type { EngineInput, EngineResult } from '../engine/types.js';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
+import { boundPayload } from '../ledger/bounded-payload.js';
 import { LedgerUnavailableError } from '../ledger/errors.js';
 import type { AppendOptions, Ledger } from '../ledger/port.js';
 import type { GoldenSet } from '../policy/golden.js';
@@ -42,6 +43,8 @@ export interface GovernorDeps {
   reviewSlaMinutes: number;
   /** How long new work waits for the ledger's backlog to drain before it is refused (Ledger.room). */
   backpressureWaitMs: number;
+  /** Longest string a row's payload stores whole (ledger/bounded-payload.ts); decisions read everything. */
+  maxStoredTextChars: number;
   clock: () => Date;
   onDecision?: (agentId: string, outcome: Outcome, latencyMs: number) => void;
   onBackgroundError?: (e: unknown) => void;
@@ -282,7 +285,7 @@ export class Governor {
       parent_envelope_id: parent ?? input.parent_envelope_id ?? null,
       policy_version: result.decision.policy_version,
       score_version: result.decision.score_version,
-      payload: { request, response } satisfies StoredPayload,
+      payload: { request: boundPayload(request, this.d.maxStoredTextChars), response } satisfies StoredPayload,
     }, options);
     const outcome = result.decision.outcome;
     this.d.onDecision?.(input.agent_id, outcome, performance.now() - started);

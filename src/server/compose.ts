@@ -108,6 +108,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     useHistoricalReliability: settings.mode === 'gateway',
     reviewSlaMinutes: settings.reviewSlaMinutes,
     backpressureWaitMs: settings.ledgerBackpressureWaitMs,
+    maxStoredTextChars: settings.auditMaxTextChars,
     clock,
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),

@@ -8,6 +8,7 @@ import Anthropic, { APIError as AnthropicAPIError } from '@anthropic-ai/sdk';
 import { startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { refusedWith } from '../helpers/sdk-errors.js';
+import { anthropicEvents, chunk, completion, delta, DONE, drain, pieces, responsesEvents, stringsOf } from '../helpers/answer-events.js';
 
 const CALLER_KEY = 'sk-callerCREDENTIAL0123456789abcdef';
 const SECRET = 'AKIAIOSFODNN7EXAMPLE';
@@ -23,63 +24,6 @@ const anthropic = () => new Anthropic({ baseURL: `${sc.proxyUrl}/anthropic`, api
 const chatAsk = { model: 'gpt-4o-mini', messages: [{ role: 'user' as const, content: 'Where is order 1234?' }] };
 const respAsk = { model: 'gpt-4o-mini', input: 'Where is order 1234?' };
 const claudeAsk = { model: 'claude-mock-1', max_tokens: 256, messages: [{ role: 'user' as const, content: 'Where is order 1234?' }] };
-
-/** One chat.completion.chunk; `choices` as given. */
-function chunk(choices: unknown[]): string {
-  return `data: ${JSON.stringify({ id: 'chatcmpl_mock', object: 'chat.completion.chunk', created: 0, model: 'gpt-4o-mini', choices })}\n\n`;
-}
-const delta = (d: Record<string, unknown>, index = 0, finish: string | null = null) => chunk([{ index, delta: d, finish_reason: finish }]);
-const DONE = 'data: [DONE]\n\n';
-
-function completion(message: Record<string, unknown>): unknown {
-  return { id: 'chatcmpl_mock', object: 'chat.completion', created: 0, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: 'stop' }] };
-}
-
-/** Splits `s` into pieces of `size` characters. */
-function pieces(s: string, size: number): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
-}
-
-/** Responses API events, numbered. */
-function responsesEvents(list: Array<[string, Record<string, unknown>]>): string[] {
-  const resp = (status: string, output: unknown[] = []) => ({ id: 'resp_mock', object: 'response', created_at: 0, status, model: 'gpt-4o-mini', output, usage: null });
-  const all: Array<[string, Record<string, unknown>]> = [['response.created', { response: resp('in_progress') }], ...list, ['response.completed', { response: resp('completed') }]];
-  return all.map(([type, data], i) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: i, ...data })}\n\n`);
-}
-
-/** Anthropic events around the given content events. */
-function anthropicEvents(list: Array<[string, Record<string, unknown>]>): string[] {
-  const start: [string, Record<string, unknown>] = [
-    'message_start',
-    { message: { id: 'msg_mock', type: 'message', role: 'assistant', model: 'claude-mock-1', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } } },
-  ];
-  const end: Array<[string, Record<string, unknown>]> = [
-    ['message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 9 } }],
-    ['message_stop', {}],
-  ];
-  return [start, ...list, ...end].map(([type, data]) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-}
-
-/** Reads an SDK stream to its end: the events it yielded, and the error that ended it, if any. */
-async function drain(stream: AsyncIterable<unknown>): Promise<{ events: unknown[]; error: unknown }> {
-  const events: unknown[] = [];
-  try {
-    for await (const e of stream) events.push(e);
-  } catch (error) {
-    return { events, error };
-  }
-  return { events, error: null };
-}
-
-/** Every string in what the caller received, in order: a secret delivered in fragments shows up joined. */
-function stringsOf(v: unknown, out: string[] = []): string[] {
-  if (typeof v === 'string') out.push(v);
-  else if (Array.isArray(v)) for (const x of v) stringsOf(x, out);
-  else if (typeof v === 'object' && v !== null) for (const x of Object.values(v)) stringsOf(x, out);
-  return out;
-}
 
 /** A stream the sidecar must cut: the SDK raises the error event, nothing of `leak` was delivered, the row says block. */
 async function assertCut(t: Test, run: () => Promise<{ data: AsyncIterable<unknown>; response: Response }>, leak: RegExp, ErrorClass: abstract new (...args: any[]) => unknown = APIError) {
