@@ -85,6 +85,7 @@ export function sidecarEnv({ db, mockUrl, apiPort, proxyPort }) {
     GOV_PROXY_PORT: String(proxyPort),
     GOV_UPSTREAM_OPENAI: mockUrl,
     GOV_KILL_SWITCH: '0',
+    GOV_AGENT_ID: 'bench-agent', // the pod's agent, which the calls name in X-Agent-ID
   };
 }
 

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { AGENT_ID, parseAgentList } from './agent-identity.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
 
 export type Mode = 'embedded' | 'gateway' | 'sidecar';
@@ -49,7 +50,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_UPSTREAM_MCP_<NAME>', modes: ['sidecar'], default: '', help: 'an MCP server (streamable HTTP) served at /mcp/<name>/*; <NAME> is lowercased' },
   { name: 'GOV_UPSTREAM_TOOL_<NAME>', modes: ['sidecar'], default: '', help: 'a plain HTTP tool served at /tools/<name>/*; <NAME> is lowercased' },
   { name: 'GOV_PROXY_ROUTES', modes: ['sidecar'], default: '', help: 'YAML routes file naming MCP and tool upstreams (format in docs/proxy-routes.md)' },
-  { name: 'GOV_AGENT_ID', modes: ['sidecar'], default: 'unknown', help: 'agent id of calls that carry no X-Agent-ID header (one sidecar per pod)' },
+  { name: 'GOV_AGENT_ID', modes: ['sidecar'], default: 'unknown', help: "the pod's agent: every proxied call (and API rate-limit bucket) is this agent's unless X-Agent-ID names one GOV_PROXY_AGENT_IDS allows" },
+  { name: 'GOV_PROXY_AGENT_IDS', modes: ['sidecar'], default: '', help: 'further agents callers may name in X-Agent-ID (comma-separated, or * for any); any other X-Agent-ID is refused with 403' },
   { name: 'GOV_PROXY_ESCALATE', modes: ['sidecar'], default: 'hold', help: 'escalate outcome: hold (403 naming the review envelope) or release (forward/deliver, still queued for review)' },
   { name: 'GOV_PROXY_GUARD_WINDOW_CHARS', modes: ['sidecar'], default: '128', help: 'streamed text held back until the text after it has been checked; must cover the longest pattern a policy must catch' },
   { name: 'GOV_PROXY_MAX_ANSWER_BYTES', modes: ['sidecar'], default: '16777216', help: 'largest upstream answer, streamed or not; past it a whole answer is refused (502) and a stream ends with a provider-format error, the held part withheld and its SHA-256 recorded' },
@@ -128,6 +130,8 @@ export interface ProxySettings {
   namedRoutes: ProxyRoutes;
   routesFile: string | null;
   defaultAgentId: string;
+  /** GOV_PROXY_AGENT_IDS: agents besides GOV_AGENT_ID that X-Agent-ID may name (agent-identity.ts). */
+  otherAgents: ReadonlySet<string> | 'any';
   escalate: 'hold' | 'release';
   guardWindowChars: number;
   /** GOV_PROXY_MAX_ANSWER_BYTES: largest upstream answer read, streamed or not. */
@@ -204,7 +208,6 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   return settings;
 }
 
-const AGENT_ID = /^[\w\-.]{1,200}$/;
 
 function upstreamUrl(name: string, raw: string): string {
   let u: URL;
@@ -232,6 +235,8 @@ function loadProxySettings(
   }
   const defaultAgentId = get('GOV_AGENT_ID') ?? 'unknown';
   if (!AGENT_ID.test(defaultAgentId)) throw new SettingsError('GOV_AGENT_ID: must match ^[\\w\\-\\.]+$');
+  const otherAgents = parseAgentList(get('GOV_PROXY_AGENT_IDS') ?? '');
+  if (otherAgents === null) throw new SettingsError('GOV_PROXY_AGENT_IDS: a comma-separated list of agent ids (each matching ^[\\w\\-\\.]+$), or *');
   return {
     port: parse('GOV_PROXY_PORT', port, get('GOV_PROXY_PORT') ?? '15080'),
     host: get('GOV_PROXY_HOST') ?? '127.0.0.1',
@@ -240,6 +245,7 @@ function loadProxySettings(
     namedRoutes,
     routesFile: get('GOV_PROXY_ROUTES') ?? null,
     defaultAgentId,
+    otherAgents,
     escalate: parse('GOV_PROXY_ESCALATE', z.enum(['hold', 'release']), (get('GOV_PROXY_ESCALATE') ?? 'hold').toLowerCase()),
     // Below 16 chars not even an AWS key id fits in the window, so a secret could leak half-released.
     guardWindowChars: parse('GOV_PROXY_GUARD_WINDOW_CHARS', z.coerce.number().int().min(16).max(1_000_000), get('GOV_PROXY_GUARD_WINDOW_CHARS') ?? '128'),

@@ -1,4 +1,5 @@
 import { parseStrictJson } from '../contracts/strict-json.js';
+import type { AgentIdentity } from '../config/agent-identity.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
@@ -10,12 +11,12 @@ import { CallAbort } from './upstream.js';
 
 export interface ProxyServerOptions {
   maxBodyBytes: number;
-  defaultAgentId: string;
+  /** Who callers may say they are (X-Agent-ID). */
+  identity: AgentIdentity;
   /** An adapter of a kind, to answer a path that matches no route in that kind's format (`/mcp/nope`). */
   adapterOfKind?: (kind: string) => ProtocolAdapter | undefined;
 }
 
-const AGENT_ID = /^[\w\-.]{1,200}$/;
 
 /**
  * The sidecar's listener: node:http (no framework on the hot path), routing by prefix, identity, body
@@ -128,13 +129,15 @@ export class ProxyServer {
       req.resume();
       return;
     }
-    const rawAgent = req.headers['x-agent-id'];
-    const agentId = typeof rawAgent === 'string' && rawAgent !== '' ? rawAgent : this.opts.defaultAgentId;
-    if (!AGENT_ID.test(agentId)) {
-      sendError(res, adapter, errorInfo('bad_request', 'X-Agent-ID must match ^[\\w\\-\\.]+$ (at most 200 characters)'));
+    const who = this.opts.identity.resolve(req.headers['x-agent-id']);
+    if ('refused' in who) {
+      // Refused before anything is read, decided or recorded: the call never runs under a forged identity.
+      if (who.status === 403) this.core.logger.warn({ agent_id: this.opts.identity.own, route: match.route.prefix }, 'refused a call naming another agent in X-Agent-ID');
+      sendError(res, adapter, errorInfo(who.status === 403 ? 'governance_blocked' : 'bad_request', who.refused));
       req.resume();
       return;
     }
+    const agentId = who.agentId;
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > this.opts.maxBodyBytes) return this.tooLarge(req, res, adapter);
 

@@ -1,4 +1,5 @@
 import type { Settings } from '../config/settings.js';
+import { agentIdentity } from '../config/agent-identity.js';
 import { compose, type ComposeOptions, type Composed } from '../server/compose.js';
 import type { AdapterContext, ProtocolAdapter } from './adapter.js';
 import { ADAPTERS } from './adapters.js';
@@ -57,7 +58,7 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     if (!unnamed.has(kind)) unnamed.set(kind, ADAPTERS[kind]?.({ kind, name: '' }, context));
     return unnamed.get(kind);
   };
-  const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, defaultAgentId: proxySettings.defaultAgentId, adapterOfKind });
+  const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, identity: agentIdentity(proxySettings), adapterOfKind });
 
   let closing: Promise<void> | null = null;
   return {

@@ -18,6 +18,7 @@ import { jsonDataProblem } from '../contracts/json-data.js';
 import { AppError } from './app-error.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { observabilityPlugin } from './plugins/observability.js';
+import { agentIdentity } from '../config/agent-identity.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { agentRoutes } from './routes/agents.js';
 import { auditRoutes } from './routes/audit.js';
@@ -80,7 +81,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(errorsPlugin);
   await app.register(observabilityPlugin, { metrics: deps.metrics });
-  await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiter: deps.limiter, rules: deps.rateRules, clock: () => deps.clock().getTime() });
+  const proxy = deps.settings.proxy;
+  await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiter: deps.limiter, rules: deps.rateRules, clock: () => deps.clock().getTime(), ...(proxy === null ? {} : { identity: agentIdentity(proxy) }) });
   await app.register(authPlugin, { authenticator: deps.authenticator, entitlements: deps.entitlements });
 
   if (deps.settings.env !== 'production') {

@@ -34,6 +34,8 @@ export async function startSidecar(o: SidecarStart = {}): Promise<TestSidecar> {
     GOV_EMBED_TOKEN: 'test-embed-token-0123456789',
     GOV_UPSTREAM_OPENAI: o.openai ?? 'http://127.0.0.1:9',
     GOV_UPSTREAM_ANTHROPIC: o.anthropic ?? 'http://127.0.0.1:9',
+    // Tests name many agents through one sidecar; test/proxy/agent-identity.test.ts covers the default rule.
+    GOV_PROXY_AGENT_IDS: '*',
     ...o.env,
   };
   const settings = loadSettings('sidecar', env, process.cwd());

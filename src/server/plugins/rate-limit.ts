@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import type { AgentIdentity } from '../../config/agent-identity.js';
 import type { RateLimitRules } from '../../config/rate-limits.js';
 import type { RateLimiter } from '../../runtime/rate-limiter.js';
 import { AppError } from '../app-error.js';
@@ -9,11 +10,22 @@ export interface RateLimitOptions {
   limiter: RateLimiter;
   rules: RateLimitRules;
   clock: () => number;
+  /** Sidecar mode: who callers may say they are (agent-identity.ts). */
+  identity?: AgentIdentity;
 }
 
-/** Spec: the bucket is the X-Agent-ID header, never the body's agent_id; callers without it share `unknown`. */
-export function agentBucket(req: FastifyRequest): string {
+/**
+ * Spec: the bucket is the X-Agent-ID header, never the body's agent_id; callers without it share `unknown`.
+ * Beside a sidecar (`identity` set) the header may only name the agents the sidecar acts for, and its
+ * absence means the pod's own agent: an agent cannot move to another agent's bucket by naming it.
+ */
+export function agentBucket(req: FastifyRequest, identity?: AgentIdentity): string {
   const h = req.headers['x-agent-id'];
+  if (identity !== undefined) {
+    const who = identity.resolve(h);
+    if ('refused' in who) throw new AppError(who.status === 403 ? 'forbidden' : 'bad_request', who.refused);
+    return who.agentId;
+  }
   return typeof h === 'string' && h.length > 0 && h.length <= 200 ? h : 'unknown';
 }
 
@@ -36,7 +48,7 @@ export const rateLimitPlugin = fp(async (app: FastifyInstance, opts: RateLimitOp
   });
   app.addHook('preValidation', async (req, reply) => {
     if (req.routeOptions.config?.rateLimit !== 'agent') return;
-    const bucket = agentBucket(req);
+    const bucket = agentBucket(req, opts.identity);
     const limit = rules.limitFor(bucket);
     const v = limiter.hit(`agent:${bucket}`, limit, rules.windowMs, clock());
     if (!v.allowed) refuse(v.retryAfterSec, bucket, limit);
