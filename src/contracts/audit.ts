@@ -33,6 +33,13 @@ export const AuditRowWithPayload = AuditRow.extend({
 });
 export type AuditRowWithPayload = z.infer<typeof AuditRowWithPayload>;
 
+/**
+ * A row as the API returns it: `confidence` and `risk_tier` are null for a caller whose tier may not view
+ * scores (the `scores.view` capability, docs/tiers.md); the chain covers the stored values.
+ */
+export const AuditRowView = AuditRow.extend({ risk_tier: RiskTier.nullable() });
+export const AuditRowWithPayloadView = AuditRowWithPayload.extend({ risk_tier: RiskTier.nullable() });
+
 export const AuditListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(50),
   agent_id: z.string().max(200).optional(),
@@ -44,7 +51,7 @@ export const AuditListQuery = z.object({
 export type AuditListQuery = z.infer<typeof AuditListQuery>;
 
 export const AuditListResponse = z.object({
-  items: z.array(AuditRow),
+  items: z.array(AuditRowView),
   next_cursor: z.string().nullable(),
 });
 

@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { AppError } from '../app-error.js';
 import { checkCapability } from '../capabilities.js';
 import type { AppDeps } from '../app.js';
-import type { Principal } from '../authenticators.js';
+import { responseForTier } from '../score-view.js';
 
 /** Spec 426 rule: a request whose sdk_version is a lower semver than GOV_MIN_SDK_VERSION; no sdk_version passes. */
 function assertSdkVersion(sdkVersion: string | undefined, minimum: string | null): void {
@@ -27,13 +27,6 @@ function assertSdkVersion(sdkVersion: string | undefined, minimum: string | null
   if (semver.lt(v, minimum)) {
     throw new AppError('upgrade_required', `client library ${sdkVersion} is too old; the minimum supported sdk_version is ${minimum}`, { minimum_sdk_version: minimum, sdk_version: sdkVersion });
   }
-}
-
-/** A Free-tier caller gets decisions without the confidence and risk fields (docs/tiers.md). */
-function forTier<T extends { validation?: unknown; risk?: unknown; confidence_rationale?: string }>(response: T, principal: Principal | null): T {
-  if (principal === null || checkCapability(principal.tier, 'scores.view', new Set()) === 'allowed') return response;
-  const { validation: _v, risk: _r, confidence_rationale: _c, ...rest } = response;
-  return rest as T;
 }
 
 export const runtimeRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app) => {
@@ -49,7 +42,7 @@ export const runtimeRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (ap
     assertSdkVersion(body.sdk_version, settings.minSdkVersion);
     const res = await run();
     req.govOutcome = res.decision.outcome;
-    return forTier(res, req.principal);
+    return responseForTier(res, req.principal);
   };
 
   app.post('/v1/runtime/validate', {
