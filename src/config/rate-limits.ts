@@ -11,12 +11,15 @@ export const RateLimitFile = z.strictObject({
   agent_overrides: z.record(z.string(), RateSpec).default({}),
   /** Requests per window per client IP on /v1/auth/*. */
   auth_per_ip: z.number().int().positive().default(20),
+  /** Failed authentications per window per client IP, on any route, before that IP is refused with 429. */
+  auth_failures_per_ip: z.number().int().positive().default(20),
 });
 export type RateLimitFile = z.infer<typeof RateLimitFile>;
 
 export interface RateLimitRules {
   windowMs: number;
   authPerIp: number;
+  authFailuresPerIp: number;
   /** Requests per window (rate + burst) for an X-Agent-ID bucket; the first matching glob wins. */
   limitFor(agentBucket: string): number;
 }
@@ -31,6 +34,7 @@ export function compileRateLimits(file: RateLimitFile): RateLimitRules {
   return {
     windowMs: file.window_seconds * 1000,
     authPerIp: file.auth_per_ip,
+    authFailuresPerIp: file.auth_failures_per_ip,
     limitFor(bucket) {
       let limit = cache.get(bucket);
       if (limit === undefined) {

@@ -28,7 +28,9 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_DB_PATH', modes: ['gateway'], default: '.gov/gateway', help: 'LMDB ledger directory of the gateway (PostgreSQL comes later)' },
   { name: 'AUTH_ENABLED', modes: ['gateway'], default: 'true unless GOV_ENV is development/dev/test', help: 'require X-Gov-Token' },
   { name: 'GOV_API_KEYS', modes: ['gateway'], default: '', help: 'API keys as key:tier,key:tier (tiers free|developer|team|enterprise)' },
-  { name: 'GOV_JWT_SECRET', modes: ['gateway'], default: '', help: 'HS256 secret for X-Gov-Token JWTs carrying a tier claim' },
+  { name: 'GOV_JWT_SECRET', modes: ['gateway'], default: '', help: 'HS256 secret for X-Gov-Token JWTs carrying a tier claim (and an exp claim: tokens that never expire are refused)' },
+  { name: 'GOV_JWT_AUDIENCE', modes: ['gateway'], default: '', help: 'when set, a JWT must carry this aud claim' },
+  { name: 'GOV_JWT_ISSUER', modes: ['gateway'], default: '', help: 'when set, a JWT must carry this iss claim' },
   { name: 'GOV_MAX_BODY_BYTES', modes: ['embedded', 'gateway', 'sidecar'], default: '5242880', help: 'largest accepted request body (413 above)' },
   { name: 'GOV_KILL_SWITCH', modes: ['embedded', 'gateway', 'sidecar'], default: '0', help: '1 blocks every governed call before scoring' },
   { name: 'RATE_LIMIT_ENABLED', modes: ['embedded', 'gateway', 'sidecar'], default: 'true unless GOV_ENV is development/dev/test', help: 'sliding-window rate limits' },
@@ -102,6 +104,9 @@ export interface Settings {
   authEnabled: boolean;
   apiKeys: Array<{ key: string; tier: 'free' | 'developer' | 'team' | 'enterprise' }>;
   jwtSecret: string | null;
+  /** GOV_JWT_AUDIENCE / GOV_JWT_ISSUER: claims a JWT must carry, when set. */
+  jwtAudience: string | null;
+  jwtIssuer: string | null;
   maxBodyBytes: number;
   envKillSwitch: boolean;
   rateLimitEnabled: boolean;
@@ -176,6 +181,8 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     authEnabled,
     apiKeys: parse('GOV_API_KEYS', apiKeys, get('GOV_API_KEYS') ?? ''),
     jwtSecret: get('GOV_JWT_SECRET') ?? null,
+    jwtAudience: get('GOV_JWT_AUDIENCE') || null,
+    jwtIssuer: get('GOV_JWT_ISSUER') || null,
     maxBodyBytes: parse('GOV_MAX_BODY_BYTES', z.coerce.number().int().min(1024).max(1024 * 1024 * 1024), get('GOV_MAX_BODY_BYTES') ?? String(5 * 1024 * 1024)),
     envKillSwitch: parse('GOV_KILL_SWITCH', bool, get('GOV_KILL_SWITCH') ?? '0'),
     rateLimitEnabled: parse('RATE_LIMIT_ENABLED', bool, get('RATE_LIMIT_ENABLED') ?? String(!isDev)),

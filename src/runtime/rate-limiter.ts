@@ -8,6 +8,8 @@ export interface LimitVerdict {
 /** The limiter port: in-process now, a Redis sliding window later (shared across replicas). */
 export interface RateLimiter {
   hit(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict;
+  /** The verdict hit() would give, without counting a request (a bucket counted only on failures). */
+  peek(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict;
 }
 
 /**
@@ -20,9 +22,18 @@ export class MemorySlidingWindowLimiter implements RateLimiter {
   private lastSweep = 0;
 
   hit(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict {
+    return this.verdict(bucket, limit, windowMs, nowMs, true);
+  }
+
+  peek(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict {
+    return this.verdict(bucket, limit, windowMs, nowMs, false);
+  }
+
+  private verdict(bucket: string, limit: number, windowMs: number, nowMs: number, count: boolean): LimitVerdict {
     this.sweep(windowMs, nowMs);
     let log = this.buckets.get(bucket);
     if (log === undefined) {
+      if (!count) return { allowed: limit > 0, retryAfterSec: limit > 0 ? 0 : Math.ceil(windowMs / 1000), remaining: limit };
       log = [];
       this.buckets.set(bucket, log);
     }
@@ -34,7 +45,7 @@ export class MemorySlidingWindowLimiter implements RateLimiter {
       const retryAfterSec = limit === 0 ? Math.ceil(windowMs / 1000) : Math.max(1, Math.ceil((log[0] + windowMs - nowMs) / 1000));
       return { allowed: false, retryAfterSec, remaining: 0 };
     }
-    log.push(nowMs);
+    if (count) log.push(nowMs);
     return { allowed: true, retryAfterSec: 0, remaining: limit - log.length };
   }
 

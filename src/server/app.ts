@@ -83,7 +83,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(observabilityPlugin, { metrics: deps.metrics });
   const proxy = deps.settings.proxy;
   await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiter: deps.limiter, rules: deps.rateRules, clock: () => deps.clock().getTime(), ...(proxy === null ? {} : { identity: agentIdentity(proxy) }) });
-  await app.register(authPlugin, { authenticator: deps.authenticator, entitlements: deps.entitlements });
+  const failureThrottle = deps.settings.rateLimitEnabled ? { limiter: deps.limiter, limit: deps.rateRules.authFailuresPerIp, windowMs: deps.rateRules.windowMs, clock: () => deps.clock().getTime() } : undefined;
+  await app.register(authPlugin, { authenticator: deps.authenticator, entitlements: deps.entitlements, ...(failureThrottle === undefined ? {} : { failureThrottle }) });
 
   if (deps.settings.env !== 'production') {
     // Loaded only here: production (and a sidecar in production) never pays their memory or start-up.

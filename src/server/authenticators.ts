@@ -1,5 +1,5 @@
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
-import { decodeJwt, jwtVerify, UnsecuredJWT } from 'jose';
+import { decodeJwt, jwtVerify, UnsecuredJWT, type JWTVerifyOptions } from 'jose';
 import type { Tier } from '../contracts/common.js';
 import { Tier as TierSchema } from '../contracts/common.js';
 
@@ -66,13 +66,24 @@ function subjectOf(token: string): string {
   return 'embedded';
 }
 
+/** Claims a gateway JWT must carry besides `exp` (GOV_JWT_AUDIENCE, GOV_JWT_ISSUER); null: not checked. */
+export interface JwtClaimChecks {
+  audience: string | null;
+  issuer: string | null;
+}
+
 /**
  * Full gateway: `X-Gov-Token` only (never Authorization). It carries an API key from GOV_API_KEYS or an
  * HS256 JWT signed with GOV_JWT_SECRET; jose rejects alg none, other algorithms, bad signatures and expiry.
+ * A JWT must carry `exp`: a leaked token without one would be valid for ever. `aud` and `iss` are checked
+ * when the deployment names them, so a token minted for another service with the same secret is refused.
  */
-export function govTokenAuthenticator(apiKeys: Array<{ key: string; tier: Tier }>, jwtSecret: string | null): Authenticator {
+export function govTokenAuthenticator(apiKeys: Array<{ key: string; tier: Tier }>, jwtSecret: string | null, claims: JwtClaimChecks = { audience: null, issuer: null }): Authenticator {
   const keys = apiKeys.map((k, i) => ({ digest: digest(k.key), tier: k.tier, subject: `api-key-${i + 1}` }));
   const secret = jwtSecret === null ? null : new TextEncoder().encode(jwtSecret);
+  const verifyOptions: JWTVerifyOptions = { algorithms: ['HS256'], requiredClaims: ['exp'] };
+  if (claims.audience !== null) verifyOptions.audience = claims.audience;
+  if (claims.issuer !== null) verifyOptions.issuer = claims.issuer;
   return {
     header: 'x-gov-token',
     async authenticate(headers) {
@@ -85,7 +96,7 @@ export function govTokenAuthenticator(apiKeys: Array<{ key: string; tier: Tier }
       if (match) return match;
       if (secret === null || token.split('.').length !== 3) return null;
       try {
-        const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'] });
+        const { payload } = await jwtVerify(token, secret, verifyOptions);
         const tier = TierSchema.safeParse(payload.tier);
         if (!tier.success) return null;
         return { tier: tier.data, subject: typeof payload.sub === 'string' ? payload.sub : 'jwt' };

@@ -92,7 +92,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     tokenGenerated = settings.embedToken === null;
     authenticator = bearerAuthenticator(token);
   } else {
-    authenticator = settings.authEnabled ? govTokenAuthenticator(settings.apiKeys, settings.jwtSecret) : openAuthenticator();
+    authenticator = settings.authEnabled ? govTokenAuthenticator(settings.apiKeys, settings.jwtSecret, { audience: settings.jwtAudience, issuer: settings.jwtIssuer }) : openAuthenticator();
   }
 
   const metrics = new GovMetrics();

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import type { Principal, Authenticator } from '../authenticators.js';
 import { checkCapability, type Capability } from '../capabilities.js';
 import { AppError } from '../app-error.js';
+import type { RateLimiter } from '../../runtime/rate-limiter.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -19,6 +20,8 @@ declare module 'fastify' {
 export interface AuthOptions {
   authenticator: Authenticator;
   entitlements: ReadonlySet<string>;
+  /** Failed authentications allowed per client IP per window (RATE_LIMIT_ENABLED); absent: not throttled. */
+  failureThrottle?: { limiter: RateLimiter; limit: number; windowMs: number; clock: () => number };
 }
 
 /**
@@ -31,8 +34,19 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: AuthOptions) => 
   app.addHook('onRequest', async (req) => {
     const config = req.routeOptions.config;
     if (config?.public) return;
+    const throttle = opts.failureThrottle;
+    const bucket = `authfail:${req.ip}`;
+    if (throttle !== undefined) {
+      // Checked before the token is: an IP past its budget of failures learns nothing more, not even
+      // whether its next guess would have been right, until the window lets its oldest failure go.
+      const v = throttle.limiter.peek(bucket, throttle.limit, throttle.windowMs, throttle.clock());
+      if (!v.allowed) {
+        throw new AppError('rate_limited', `too many failed authentications from this address: ${throttle.limit} per ${throttle.windowMs / 1000} s`, { retry_after_seconds: v.retryAfterSec }, { 'retry-after': String(v.retryAfterSec) });
+      }
+    }
     const principal = await opts.authenticator.authenticate(req.headers);
     if (principal === null) {
+      throttle?.limiter.hit(bucket, throttle.limit, throttle.windowMs, throttle.clock());
       const where = opts.authenticator.header === 'authorization' ? 'Authorization: Bearer <token>' : 'X-Gov-Token';
       throw new AppError('unauthorized', `missing or invalid token (send ${where})`, undefined, { 'www-authenticate': scheme });
     }
