@@ -1,4 +1,10 @@
-/** Deepest nesting accepted anywhere in a request body (the ledger's canonical form recurses per level). */
+/**
+ * The one nesting limit of the whole product: the deepest nesting of objects and arrays accepted in any
+ * JSON it reads, whether a request to the API, a request through the sidecar, or an upstream's answer
+ * (whole or a stream event). Deeper JSON is refused (400, or withheld as unreadable), never read in part,
+ * so no check ever skips what sits below the limit. Real traffic stays far below it (a tool's JSON schema:
+ * a dozen levels), and the ledger's canonical form recurses per level.
+ */
 export const MAX_JSON_DEPTH = 64;
 
 export interface JsonDataProblem {

@@ -1,3 +1,4 @@
+import { MAX_JSON_DEPTH } from '../contracts/json-data.js';
 import type { EngineInput } from './types.js';
 
 export type Scalar = string | number | boolean | null;
@@ -28,8 +29,13 @@ export interface EvalView {
   readonly paramsDepth: number;
 }
 
-/** Hard stop for walking: deeper structure is reported by the schema check rather than scanned. */
-export const MAX_WALK_DEPTH = 64;
+/**
+ * Hard stop for walking. Everything the engine reads came through an edge that refused JSON nested deeper
+ * than MAX_JSON_DEPTH (the API's request validation, the sidecar's byte scan), and the views wrap it in at
+ * most a few levels (`output.tool_calls[i].arguments`), so the walk never reaches this: the headroom keeps
+ * the limit from ever skipping content an edge let in. It only guards callers of the engine as a library.
+ */
+export const MAX_WALK_DEPTH = MAX_JSON_DEPTH + 16;
 
 interface WalkState {
   leaves: Leaf[];

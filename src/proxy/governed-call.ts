@@ -137,9 +137,12 @@ function postCheckRequest(held: HeldPreCheck, call: ProxyCall, ins: Inspected, l
   return req;
 }
 
-/** An upstream error answer as the post-check output: it is what the caller will read, so it is checked too. */
+/**
+ * An upstream error answer as the post-check output: it is what the caller will read, so it is checked
+ * too, all of it (the answer is bounded by GOV_PROXY_MAX_ANSWER_BYTES, the row by GOV_AUDIT_MAX_TEXT_CHARS).
+ */
 function errorInspected(a: UpstreamAnswer): Inspected {
-  const error = a.json !== undefined ? a.json : clip(a.body.toString('utf8'), 4096);
+  const error = a.json !== undefined ? a.json : a.body.toString('utf8');
   return { output: { upstream_status: a.status, error }, toolsCalled: [] };
 }
 

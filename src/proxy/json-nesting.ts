@@ -1,9 +1,7 @@
-/**
- * The deepest nesting of objects and arrays the sidecar reads. Real requests and answers stay far below it
- * (a tool's JSON schema: a dozen levels); the ledger's canonical writer recurses, and a body nested tens of
- * thousands of levels deep would exhaust its stack after the call was forwarded.
- */
-export const MAX_JSON_NESTING = 256;
+import { MAX_JSON_DEPTH } from '../contracts/json-data.js';
+
+/** The product's one nesting limit (contracts/json-data.ts), as the sidecar applies it to raw bytes. */
+export const MAX_JSON_NESTING = MAX_JSON_DEPTH;
 
 const OPEN_OBJECT = 0x7b;
 const OPEN_ARRAY = 0x5b;

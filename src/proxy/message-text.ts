@@ -1,3 +1,4 @@
+import { nestsDeeperThan } from './json-nesting.js';
 import type { ToolCallInput } from '../contracts/runtime.js';
 import { parseStrictJson } from '../contracts/strict-json.js';
 import type { AskedToolCall } from './adapter.js';
@@ -41,11 +42,14 @@ export function readArgs(raw: unknown): { args: Record<string, unknown>; unreada
   return isObject(parsed.value) ? { args: parsed.value } : { args: {}, unreadable: 'the arguments are JSON but not an object' };
 }
 
-/** A tool result's content, as an object when it is JSON text (so grounding sees its fields). */
+/**
+ * A tool result's content, as an object when it is JSON text (so grounding sees its fields). JSON text
+ * nested past the product's limit stays text: read whole as one string, never walked in part.
+ */
 export function resultValue(content: unknown): unknown {
   const text = typeof content === 'string' ? content : contentText(content);
   const t = text.trimStart();
-  if (t.startsWith('{') || t.startsWith('[')) {
+  if ((t.startsWith('{') || t.startsWith('[')) && !nestsDeeperThan(Buffer.from(text))) {
     try {
       return JSON.parse(text) as unknown;
     } catch {

@@ -1,3 +1,4 @@
+import { MAX_JSON_DEPTH } from '../../contracts/json-data.js';
 import type { ToolDeclaration } from '../../contracts/manifest.js';
 import type { Failure } from '../../contracts/runtime.js';
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
@@ -103,8 +104,8 @@ export function declarations(ctx: EngineContext): ReadonlyMap<string, ToolDeclar
 /** Keys a JavaScript reader (`Object.assign`, a merge, a query parser) may take as the prototype, not as data. */
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 
-/** Deeper arguments are not walked: real tool arguments stay within a few levels. */
-export const MAX_ARG_DEPTH = 64;
+/** Arguments nested past the product's limit are refused (`arguments_too_deep`), never walked in part. */
+export const MAX_ARG_DEPTH = MAX_JSON_DEPTH;
 
 interface Occurrence {
   key: string;
