@@ -27,6 +27,18 @@ export const ToolCallInput = z.union([
 ]);
 export type ToolCallInput = z.infer<typeof ToolCallInput>;
 
+/**
+ * Something the model or the agent reads that is neither the user's input nor a tool's result: a system or
+ * developer message, an earlier turn, a tool's description, a document, a Responses `instructions`, an MCP
+ * server's message. Checked by `context` policy rules (the default pack: prompt injection); a row keeps
+ * only its source, length and SHA-256 (docs/api.md).
+ */
+export const ContextItem = z.object({
+  source: z.string().max(100),
+  text: z.string(),
+});
+export type ContextItem = z.infer<typeof ContextItem>;
+
 export const ToolResultInput = z.object({
   name: z.string().min(1).max(200),
   output: z.unknown().optional(),
@@ -80,6 +92,8 @@ export const PreCheckRequest = z.object({
   session_id: z.string().max(500).nullable().optional(),
   /** Free-form context recorded with the row (the sidecar records tool-call links here). */
   metadata: JsonObject.optional(),
+  /** What else the model reads with this call (ContextItem): checked, and kept in the row by digest. */
+  context: z.array(ContextItem).max(10_000).optional(),
   sdk_version: sdkVersion,
   version: z.string().max(64).optional(),
 });
@@ -92,6 +106,8 @@ export const PostCheckRequest = z.object({
   output: outputObject,
   /** Free-form context recorded with the row (the sidecar records how much of a stream it released or withheld). */
   metadata: JsonObject.optional(),
+  /** What else the answer puts in front of the agent (an MCP server's messages): checked, kept by digest. */
+  context: z.array(ContextItem).max(10_000).optional(),
   sdk_version: sdkVersion,
 });
 export type PostCheckRequest = z.infer<typeof PostCheckRequest>;

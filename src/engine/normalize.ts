@@ -30,6 +30,7 @@ export function fromValidate(req: ValidateRequest): EngineInput {
     model: ex.model,
     tools_called: (ex.tools_called ?? []).map(toolCall),
     tool_results: (ex.tool_results ?? []).map(toolResult),
+    context: [],
     output: req.output,
     parent_envelope_id: req.parent_envelope_id ?? null,
   };
@@ -55,6 +56,7 @@ export function fromPreCheck(req: PreCheckRequest): EngineInput {
     model: req.model ?? null,
     tools_called: proposedCalls(req),
     tool_results: [],
+    context: req.context ?? [],
     output: null,
     parent_envelope_id: null,
   };
@@ -75,6 +77,8 @@ export function fromPostCheck(pre: PreCheckRequest, post: PostCheckRequest, preE
     model: ex.model ?? pre.model ?? null,
     tools_called: reported.length > 0 ? reported : asked.tools_called,
     tool_results: (ex.tool_results ?? []).map(toolResult),
+    // The pre-check read the call's context; the post-check reads what the answer adds.
+    context: post.context ?? [],
     output: post.output,
     parent_envelope_id: preEnvelopeId,
   };

@@ -32,6 +32,8 @@ export interface EngineInput {
   model: string | null;
   tools_called: ToolCall[];
   tool_results: ToolResult[];
+  /** What else the model or agent reads (contracts ContextItem); a stored row's items may lack their text. */
+  context: Array<{ source: string; text?: string }>;
   /** null at pre-check: there is no output yet. */
   output: Record<string, unknown> | null;
   latency_ms?: number;

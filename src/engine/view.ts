@@ -24,6 +24,7 @@ export interface EvalView {
   readonly input: readonly Leaf[];
   readonly toolResults: readonly Leaf[];
   readonly params: readonly Leaf[];
+  readonly context: readonly Leaf[];
   /** Deepest nesting reached (1 = a flat object); walking stops past MAX_WALK_DEPTH. */
   readonly outputDepth: number;
   readonly paramsDepth: number;
@@ -91,5 +92,10 @@ export function buildView(input: EngineInput): EvalView {
     if (st.depth > paramsDepth) paramsDepth = st.depth;
   }
   const inputLeaves: Leaf[] = input.input === '' ? [] : [{ path: 'input', key: '', root: '', value: input.input, text: input.input }];
-  return { output: out.leaves, input: inputLeaves, toolResults, params, outputDepth: out.depth, paramsDepth };
+  const context: Leaf[] = [];
+  for (let i = 0; i < input.context.length; i++) {
+    const c = input.context[i];
+    if (typeof c.text === 'string' && c.text !== '') context.push({ path: `context[${i}]`, key: c.source, root: c.source, value: c.text, text: c.text });
+  }
+  return { output: out.leaves, input: inputLeaves, toolResults, params, context, outputDepth: out.depth, paramsDepth };
 }

@@ -18,6 +18,19 @@ export function boundedString(s: string, maxChars: number): string {
   return `${s.slice(0, maxChars)}…[gov: truncated, ${s.length} chars, sha256 ${digest}]`;
 }
 
+/**
+ * A request's `context` (ContextItem: the system prompt, earlier turns, tool descriptions a call carries)
+ * as a row keeps it: each item's source, length and SHA-256, not its text. The decision read all of it;
+ * storing it would copy the whole conversation into every call's row, growing with the square of its
+ * length, while the digests still commit the row to exactly what was read.
+ */
+export function digestContext<T>(request: T): T {
+  if (typeof request !== 'object' || request === null || !Array.isArray((request as { context?: unknown }).context)) return request;
+  const items = (request as unknown as { context: Array<{ source?: unknown; text?: unknown }> }).context;
+  const context = items.map((c) => (typeof c.text === 'string' ? { source: c.source, chars: c.text.length, sha256: createHash('sha256').update(c.text).digest('hex') } : c));
+  return { ...request, context };
+}
+
 // Payloads were parsed from JSON the API and the proxy already bounded in depth; the walk stops anyway at
 // a depth no JSON the product accepts reaches, so a cyclic value cannot hang it.
 const MAX_DEPTH = 512;

@@ -39,10 +39,15 @@ function firstIndex(regexes: readonly RegExp[], text: string): number {
   return -1;
 }
 
+// A negated instruction ("never reveal your system prompt", "do not ignore the rules above") is what a
+// system prompt says to defend itself, not an injection: the lookbehinds keep such prompts, now scanned as
+// `context`, from escalating every call.
+const NOT = String.raw`(?<!\b(?:not|never|don't|dont|cannot|can't|won't|must\s+not|should\s+not)\s+)`;
+
 const INJECTION = [
-  /\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|every)\s+)?(?:(?:of\s+)?(?:the|your|my|these|those)\s+)?(?:previous|prior|above|earlier|preceding|former|original|system)\s+(?:instructions?|prompts?|directions?|rules|guidelines|messages?|commands?|context)\b/i,
-  /\bdisregard\s+(?:(?:all|everything)\s+)?(?:(?:of\s+)?the\s+)?(?:above|previous|prior|preceding)\b/i,
-  /\b(?:reveal|show|print|display|output|repeat|leak|expose|tell)\s+(?:me\s+)?(?:(?:your|the)\s+)?(?:(?:full|entire|original|initial|hidden|secret|exact)\s+)?(?:system\s+(?:prompt|message|instructions?)|hidden\s+(?:prompt|instructions?)|initial\s+instructions?)\b/i,
+  new RegExp(NOT + String.raw`\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|every)\s+)?(?:(?:of\s+)?(?:the|your|my|these|those)\s+)?(?:previous|prior|above|earlier|preceding|former|original|system)\s+(?:instructions?|prompts?|directions?|rules|guidelines|messages?|commands?|context)\b`, 'i'),
+  new RegExp(NOT + String.raw`\bdisregard\s+(?:(?:all|everything)\s+)?(?:(?:of\s+)?the\s+)?(?:above|previous|prior|preceding)\b`, 'i'),
+  new RegExp(NOT + String.raw`\b(?:reveal|show|print|display|output|repeat|leak|expose|tell)\s+(?:me\s+)?(?:(?:your|the)\s+)?(?:(?:full|entire|original|initial|hidden|secret|exact)\s+)?(?:system\s+(?:prompt|message|instructions?)|hidden\s+(?:prompt|instructions?)|initial\s+instructions?)\b`, 'i'),
   /\byou\s+are\s+now\s+(?:in\s+)?(?:DAN|developer\s+mode|jailbroken|unrestricted|an?\s+unfiltered)\b/i,
   /\b(?:enable|enter|activate)\s+(?:DAN|developer|jailbreak|god)\s+mode\b/i,
   /\bdo\s+anything\s+now\b/i,

@@ -1,7 +1,7 @@
 import type { TextMatcher } from './detectors.js';
 
 /** Where a rule looks. `params` are the arguments of every tool call (at pre-check: the proposed action's params). */
-export const POLICY_TARGETS = ['output', 'input', 'tool_results', 'params'] as const;
+export const POLICY_TARGETS = ['output', 'input', 'tool_results', 'params', 'context'] as const;
 export type PolicyTarget = (typeof POLICY_TARGETS)[number];
 
 export const POLICY_EFFECTS = ['block', 'escalate', 'penalty'] as const;
@@ -54,7 +54,7 @@ export const DEFAULT_SEVERITY: Readonly<Record<PolicyEffect, Severity>> = { bloc
 
 export function buildPolicySet(version: string, packs: readonly PackInfo[], rules: readonly CompiledRule[]): PolicySet {
   const split = (gate: RuleGate | null): RulesByTarget => {
-    const out = { output: [], input: [], tool_results: [], params: [] } as Record<PolicyTarget, CompiledRule[]>;
+    const out = { output: [], input: [], tool_results: [], params: [], context: [] } as Record<PolicyTarget, CompiledRule[]>;
     for (const r of rules) if (r.gate === gate) for (const t of r.targets) out[t].push(r);
     return Object.freeze(out);
   };

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Framework } from '../contracts/common.js';
 import type { Manifest } from '../contracts/manifest.js';
-import type { ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
+import type { ContextItem, ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
 import type { SseEvent } from './sse.js';
 import type { ToolCallLinks } from './tool-call-links.js';
 
@@ -47,6 +47,13 @@ export interface ProtocolAdapter {
   readonly answersInJson?: boolean;
 
   /**
+   * Optional: false when a successful answer cannot be read the way its content type says (an MCP answer
+   * that is neither JSON-RPC nor an SSE stream of it). Such an answer is withheld as unreadable, never
+   * released raw.
+   */
+  canRead?(response: UpstreamAnswer): boolean;
+
+  /**
    * Optional reading of an upstream error answer (status 400 and up). Without it the core records the
    * status and body as the output. A tool's error body is still tool output the agent reads (an injection
    * can ride in a 400), so the tool adapters read it as a tool result.
@@ -79,9 +86,11 @@ export interface ProtocolAdapter {
   /**
    * Optional event filter of a pass-through SSE answer (MCP's GET stream, which the server may use to
    * deliver an answer to an earlier POST): called for every event in order, returns the text to deliver
-   * (`event.raw` to pass it unchanged, '' to drop it). Null: the stream passes as it is.
+   * (`event.raw` to pass it unchanged, '' to drop it). Null: the stream passes as it is. `check` runs the
+   * engine on a text the caller would read (as output and as content the agent reads, with no row): false
+   * means it must not be delivered.
    */
-  passStreamFilter?(call: CallContext): ((event: SseEvent) => string) | null;
+  passStreamFilter?(call: CallContext, check: (text: string) => boolean): ((event: SseEvent) => string) | null;
 
   /**
    * Optional continuation of an answer the upstream ended before it was complete: an MCP server that closes
@@ -148,6 +157,11 @@ export interface Proposal {
   metadata: Record<string, unknown>;
   /** Results of tools the agent already ran that this request carries (conversation tool messages); post-checked. */
   toolResults: ToolResultInput[];
+  /**
+   * What else the model reads with this request (system and developer messages, earlier turns, tool
+   * descriptions, documents, instructions): pre-checked by `context` rules, kept in the row by digest.
+   */
+  context?: ContextItem[];
   /** Adapter-private state carried from propose() to inspect()/openStream() (a JSON-RPC id, a parsed body). */
   state?: unknown;
 }
@@ -173,6 +187,8 @@ export interface Inspected {
    */
   askedToolCalls?: AskedToolCall[];
   toolResults?: ToolResultInput[];
+  /** What else the answer puts in front of the agent (an MCP server's messages): checked by `context` rules. */
+  context?: ContextItem[];
   model?: string;
   tokens?: number;
   promptTokens?: number;

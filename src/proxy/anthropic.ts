@@ -13,7 +13,7 @@ import {
   type TextPiece,
   type UpstreamAnswer,
 } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
 import { eventJson, type SseEvent } from './sse.js';
 
 const GOVERNED_POST = new Set(['/v1/messages']);
@@ -88,7 +88,7 @@ export class AnthropicAdapter implements ProtocolAdapter {
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
     // Only text blocks are what the user wrote; tool_result blocks are checked as tool results.
-    const { input } = lastUserInput(messages, (c) => (typeof c === 'string' ? c : Array.isArray(c) ? contentText(c.filter((b) => isObject(b) && b.type === 'text')) : ''));
+    const { input, inputAt } = lastUserInput(messages, (c) => (typeof c === 'string' ? c : Array.isArray(c) ? contentText(c.filter((b) => isObject(b) && b.type === 'text')) : ''));
     // Tool results travel in user messages; those of the newest user message are this turn's.
     const names = new Map<string, string>();
     const toolResults: ToolResultInput[] = [];
@@ -109,12 +109,22 @@ export class AnthropicAdapter implements ProtocolAdapter {
     if (Array.isArray(body.tools)) for (const t of body.tools) if (isObject(t) && typeof t.name === 'string') declared.push(t.name);
     const md = isObject(body.metadata) ? body.metadata : {};
     const stream = body.stream === true;
+    // The newest user message is read as input (its text blocks) and tool results; its other blocks
+    // (documents, search results, images' alt text) are context like every earlier message.
+    const last = messages.length - 1;
+    const lastRest = isObject(messages[last]) && Array.isArray(messages[last].content) ? messages[last].content.filter((b: unknown) => isObject(b) && b.type !== 'text' && b.type !== 'tool_result') : [];
+    const context = conversationContext(messages, (i, m) => (i === inputAt || i === last) && m.role === 'user', [
+      ['system', body.system],
+      ['tools', body.tools],
+      [`messages[${last}]:user`, lastRest],
+    ]);
     return {
       model: str(body.model),
       input,
       user: str(md.user_id),
       stream,
       toolResults,
+      context,
       metadata: { route: call.route, endpoint: call.pathname, stream, declared_tools: declared, messages: messages.length },
     };
   }

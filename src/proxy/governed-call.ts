@@ -7,7 +7,7 @@ import type { GovMetrics } from '../telemetry/metrics.js';
 import type { AnswerResumption, AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
 import { jsonTextHazard } from '../contracts/strict-json.js';
 import { disposition, type EscalatePolicy } from './disposition.js';
-import { callerResponseHeaders, nonIdentityEncoding, upstreamRequestHeaders } from './headers.js';
+import { callerResponseHeaders, mediaType, nonIdentityEncoding, SSE_TYPE, upstreamRequestHeaders } from './headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { clip } from './message-text.js';
 import type { ProxyRoute } from './routes.js';
@@ -115,6 +115,7 @@ function preCheckRequest(call: ProxyCall): PreCheckRequest {
   };
   if (p.model !== null && p.model !== '') req.model = clip(p.model, 200);
   if (p.action !== undefined) req.action = clip(p.action.name, 200);
+  if (p.context !== undefined && p.context.length > 0) req.context = p.context;
   return req;
 }
 
@@ -134,6 +135,7 @@ function postCheckRequest(held: HeldPreCheck, call: ProxyCall, ins: Inspected, l
     output: ins.output,
   };
   if (metadata !== undefined) req.metadata = metadata;
+  if (ins.context !== undefined && ins.context.length > 0) req.context = ins.context;
   return req;
 }
 
@@ -185,7 +187,7 @@ function drained(call: ProxyCall): Promise<boolean> {
  */
 function parseJson(body: Buffer, contentType: string): unknown {
   if (body.length === 0) return undefined;
-  if (!contentType.includes('json') && body[0] !== 0x7b && body[0] !== 0x5b) return undefined;
+  if (!mediaType(contentType).includes('json') && body[0] !== 0x7b && body[0] !== 0x5b) return undefined;
   const text = body.toString('utf8');
   try {
     const value = JSON.parse(text) as unknown;
@@ -323,8 +325,15 @@ async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
     return upstreamError(core, call, redirectFailure(up.status), headers);
   }
   call.res.writeHead(up.status, callerResponseHeaders(up.headers, headers));
-  const sse = up.status < 300 && String(up.headers['content-type'] ?? '').includes('text/event-stream');
-  const filter = sse ? (call.route.adapter.passStreamFilter?.(call.ctx) ?? null) : null;
+  const sse = up.status < 300 && mediaType(up.headers['content-type']) === SSE_TYPE;
+  const check = (text: string): boolean => {
+    const draft: Inspected = { output: { text }, toolsCalled: [], context: [{ source: `${call.route.kind}:${call.route.name}`, text }] };
+    const ok = disposition(core.governor.probe(pre.held, postCheckRequest(pre.held, call, draft, 0)).decision.outcome, core.escalate) === 'release';
+    // Identity and route only: the event's text is what was refused, so it is not logged.
+    if (!ok) core.logger.warn({ agent_id: call.ctx.agentId, route: call.route.prefix }, 'dropped a server event that failed its check');
+    return ok;
+  };
+  const filter = sse ? (call.route.adapter.passStreamFilter?.(call.ctx, check) ?? null) : null;
   try {
     if (filter === null) {
       for await (const chunk of up.body) {
@@ -421,7 +430,7 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
     return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream answered with content-encoding ${encoding}, which the sidecar cannot inspect`), performance.now() - t0);
   }
   const contentType = String(up.headers['content-type'] ?? '');
-  if (up.status < 300 && contentType.includes('text/event-stream') && call.route.adapter.openStream !== undefined) {
+  if (up.status < 300 && mediaType(contentType) === SSE_TYPE && call.route.adapter.openStream !== undefined) {
     return streamed(core, call, pre, up, t0);
   }
   let raw: Buffer;
@@ -436,8 +445,8 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
   let answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
   const adapter = call.route.adapter;
-  if (up.status < 300 && adapter.answersInJson === true && answer.json === undefined) {
-    return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream's ${up.status} answer is not JSON (content-type ${contentType || 'none'}), so the sidecar cannot inspect it`), performance.now() - t0);
+  if (up.status < 300 && ((adapter.answersInJson === true && answer.json === undefined) || adapter.canRead?.(answer) === false)) {
+    return failedUpstream(core, call, pre, new UpstreamFailure('unreadable', `the upstream's ${up.status} answer cannot be read as its content-type says (${contentType || 'none'}), so the sidecar cannot inspect it`), performance.now() - t0);
   }
   let resumed = 0;
   for (let r = up.status < 300 ? adapter.resumeAnswer?.(answer, call.proposal) : null; r != null && resumed < MAX_RESUMPTIONS; r = adapter.resumeAnswer?.(answer, call.proposal)) {

@@ -17,6 +17,18 @@ const HOP_BY_HOP = new Set([
   'http2-settings',
 ]);
 
+/**
+ * The media type of a Content-Type value, lower-cased, without its parameters: `text/event-stream` only
+ * when that is the type, never because a parameter mentions it (`application/json; x="text/event-stream"`).
+ */
+export function mediaType(contentType: unknown): string {
+  if (typeof contentType !== 'string') return '';
+  const semi = contentType.indexOf(';');
+  return (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+}
+
+export const SSE_TYPE = 'text/event-stream';
+
 /** Headers of ours that stop at the sidecar: they name the agent to us, not to the provider. */
 const GOV_REQUEST_HEADERS = new Set(['x-agent-id', 'x-gov-session-id']);
 

@@ -1,5 +1,5 @@
 import { nestsDeeperThan } from './json-nesting.js';
-import type { ToolCallInput } from '../contracts/runtime.js';
+import type { ContextItem, ToolCallInput } from '../contracts/runtime.js';
 import { parseStrictJson } from '../contracts/strict-json.js';
 import type { AskedToolCall } from './adapter.js';
 
@@ -64,16 +64,39 @@ export function resultValue(content: unknown): unknown {
  * hands back tool results has none), and the index of the newest user message, after which come this
  * turn's tool results. `textOf` reads a message's content in the provider's shape.
  */
-export function lastUserInput(messages: readonly unknown[], textOf: (content: unknown) => string): { input: string; lastUser: number } {
+export function lastUserInput(messages: readonly unknown[], textOf: (content: unknown) => string): { input: string; lastUser: number; inputAt: number } {
   let lastUser = -1;
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i];
     if (!isObject(m) || m.role !== 'user') continue;
     if (lastUser === -1) lastUser = i;
     const t = textOf(m.content);
-    if (t !== '') return { input: t, lastUser };
+    if (t !== '') return { input: t, lastUser, inputAt: i };
   }
-  return { input: '', lastUser };
+  return { input: '', lastUser, inputAt: -1 };
+}
+
+/**
+ * What else the model reads with an LLM call, as pre-check `context` (policies' `context` target): every
+ * message the pre-check does not read otherwise (system and developer messages, earlier user and
+ * assistant turns with their tool calls, earlier tool results), each read as text whatever its shape, plus
+ * `extra` (tool definitions, a system prompt or instructions given beside the messages). `readOtherwise`
+ * names the messages already read: the input message and this turn's tool results.
+ */
+export function conversationContext(messages: readonly unknown[], readOtherwise: (i: number, m: Json) => boolean, extra: ReadonlyArray<[string, unknown]> = []): ContextItem[] {
+  const out: ContextItem[] = [];
+  for (const [source, v] of extra) {
+    const text = readableText(v);
+    if (text !== '') out.push({ source, text });
+  }
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (!isObject(m) || readOtherwise(i, m)) continue;
+    const { role, ...rest } = m;
+    const text = readableText(rest);
+    if (text !== '') out.push({ source: `messages[${i}]${typeof role === 'string' ? `:${clip(role, 40)}` : ''}`, text });
+  }
+  return out;
 }
 
 export function clip(s: string, max: number): string {

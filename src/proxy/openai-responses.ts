@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ToolResultInput } from '../contracts/runtime.js';
 import { ProposalError, streamEventView, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
 import { eventJson, type SseEvent } from './sse.js';
 
 /**
@@ -80,7 +80,7 @@ export function proposeResponses(body: unknown, call: CallContext): Proposal {
     throw new ProposalError('background responses are not supported through the sidecar: their output is read later with GET /v1/responses/{id}, which it does not forward ungoverned; send the request without background');
   }
   const items: unknown[] = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : Array.isArray(body.input) ? body.input : [];
-  const { input, lastUser } = lastUserInput(items, contentText);
+  const { input, lastUser, inputAt } = lastUserInput(items, contentText);
   const toolResults: ToolResultInput[] = [];
   const callNames = new Map<string, string>();
   for (let i = 0; i < items.length; i++) {
@@ -103,12 +103,17 @@ export function proposeResponses(body: unknown, call: CallContext): Proposal {
   if (typeof body.previous_response_id === 'string') metadata.previous_response_id = clip(body.previous_response_id, 200);
   const conversation = typeof body.conversation === 'string' ? body.conversation : isObject(body.conversation) ? str(body.conversation.id) : null;
   if (conversation !== null) metadata.conversation = clip(conversation, 200);
+  const context = conversationContext(items, (i, m) => i === inputAt || (i > lastUser && typeof m.type === 'string' && m.type.endsWith('_call_output')), [
+    ['instructions', body.instructions],
+    ['tools', body.tools],
+  ]);
   return {
     model: str(body.model),
     input,
     user: str(body.user) ?? str(body.safety_identifier),
     stream,
     toolResults,
+    context,
     metadata,
     state: new ResponsesCall(),
   };

@@ -14,7 +14,7 @@ import {
   type TextPiece,
   type UpstreamAnswer,
 } from './adapter.js';
-import { clip, contentText, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
+import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
 import {
   inspectResponse,
   isResponsesProposal,
@@ -85,7 +85,7 @@ export class OpenAiAdapter implements ProtocolAdapter {
     if (RESPONSES_POST.has(call.pathname.toLowerCase())) return proposeResponses(body, call);
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
-    const { input, lastUser } = lastUserInput(messages, contentText);
+    const { input, lastUser, inputAt } = lastUserInput(messages, contentText);
     // Tool results the agent sends back this turn (after the last user message), named by their call ids.
     const toolResults: ToolResultInput[] = [];
     const callNames = new Map<string, string>();
@@ -117,12 +117,17 @@ export class OpenAiAdapter implements ProtocolAdapter {
     if (Array.isArray(body.functions)) for (const f of body.functions) if (isObject(f) && typeof f.name === 'string') declared.push(f.name);
     const user = str(body.user) ?? str(body.safety_identifier);
     const stream = body.stream === true;
+    const context = conversationContext(messages, (i, m) => i === inputAt || (i > lastUser && (m.role === 'tool' || m.role === 'function')), [
+      ['tools', body.tools],
+      ['functions', body.functions],
+    ]);
     return {
       model: str(body.model),
       input,
       user,
       stream,
       toolResults,
+      context,
       metadata: { route: call.route, endpoint: call.pathname, stream, declared_tools: declared, messages: messages.length },
     };
   }

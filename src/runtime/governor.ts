@@ -15,7 +15,7 @@ import { reliabilityFromStats } from '../engine/reliability.js';
 import type { ScoringConfig } from '../engine/scoring-config.js';
 import type { EngineInput, EngineResult } from '../engine/types.js';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
-import { boundPayload } from '../ledger/bounded-payload.js';
+import { boundPayload, digestContext } from '../ledger/bounded-payload.js';
 import { LedgerUnavailableError } from '../ledger/errors.js';
 import type { AppendOptions, Ledger } from '../ledger/port.js';
 import type { GoldenSet } from '../policy/golden.js';
@@ -285,7 +285,7 @@ export class Governor {
       parent_envelope_id: parent ?? input.parent_envelope_id ?? null,
       policy_version: result.decision.policy_version,
       score_version: result.decision.score_version,
-      payload: { request: boundPayload(request, this.d.maxStoredTextChars), response } satisfies StoredPayload,
+      payload: { request: boundPayload(digestContext(request), this.d.maxStoredTextChars), response } satisfies StoredPayload,
     }, options);
     const outcome = result.decision.outcome;
     this.d.onDecision?.(input.agent_id, outcome, performance.now() - started);

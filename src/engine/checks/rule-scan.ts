@@ -29,10 +29,12 @@ function leavesFor(view: EvalView, target: keyof RulesByTarget): readonly Leaf[]
       return view.toolResults;
     case 'params':
       return view.params;
+    case 'context':
+      return view.context;
   }
 }
 
-const TARGETS = ['input', 'params', 'tool_results', 'output'] as const;
+const TARGETS = ['input', 'context', 'params', 'tool_results', 'output'] as const;
 
 /** Each rule fires at most once, at its first match; hits come back in the order the packs define rules. */
 export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalView, config: ScoringConfig): RuleScan {

@@ -1,5 +1,7 @@
 import { ProposalError, type AdapterContext, type AnswerResumption, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
 import { jsonTextHazard, STRICT_JSON_MESSAGES } from '../../contracts/strict-json.js';
+import { mediaType, SSE_TYPE } from '../headers.js';
+import { MAX_JSON_NESTING } from '../json-nesting.js';
 import type { SseEvent } from '../sse.js';
 import { toolCallLinkMetadata } from '../tool-call-links.js';
 import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_UNAVAILABLE, MCP_GOVERNANCE_WITHHELD } from './governance-error.js';
@@ -145,6 +147,15 @@ export class McpAdapter implements ProtocolAdapter {
     return proposal;
   }
 
+  /**
+   * A successful answer is read as JSON-RPC (JSON, or SSE by its media type, parameters aside) or not at
+   * all: a body the sidecar cannot read is withheld, not released raw for the client to read its own way.
+   * An empty body (202 to a notification) is fine.
+   */
+  canRead(response: UpstreamAnswer): boolean {
+    return response.body.length === 0 || answerMessages(response) !== null;
+  }
+
   /** A tools/call acts on the world: its pre-check row is durable before the server sees it. */
   recordBeforeForward(proposal: Proposal): boolean {
     return proposal.action !== undefined;
@@ -154,10 +165,20 @@ export class McpAdapter implements ProtocolAdapter {
     const state = stateOf(proposal);
     if (state === null) return { output: {}, toolsCalled: [] };
     state.answered = true;
-    if (state.call === null) return { output: {}, toolsCalled: [], model: `mcp:${this.server}` };
+    const messages = answerMessages(response) ?? [];
+    // Everything else of the answer the client will read: results of other methods (resources/read,
+    // prompts/get, initialize's instructions, the tool descriptions of tools/list as filtered), session
+    // errors, and the server's own notifications and requests (sampling/createMessage puts text in front
+    // of the agent's model). Checked as output (secrets, personal data) and as content the agent reads
+    // (injection), like a tool's result.
+    const other = this.serverText(messages, state);
+    const context = other === '' ? undefined : [{ source: `mcp:${this.server}`, text: other }];
+    if (state.call === null) {
+      return context === undefined ? { output: {}, toolsCalled: [], model: `mcp:${this.server}` } : { output: { server_messages: other }, toolsCalled: [], context, model: `mcp:${this.server}` };
+    }
     const { id, tool } = state.call;
     const key = idKey(id);
-    const answer = answerMessages(response)?.find((m): m is JsonRpcResponse => isResponse(m) && idKey(m.id) === key);
+    const answer = messages.find((m): m is JsonRpcResponse => isResponse(m) && idKey(m.id) === key);
     let output: Record<string, unknown>;
     let error: string | null = null;
     if (answer === undefined) {
@@ -170,12 +191,30 @@ export class McpAdapter implements ProtocolAdapter {
       output = mcpToolResultOutput(answer.result);
       if (output.isError === true) error = typeof output.text === 'string' && output.text !== '' ? output.text : 'tool reported an error';
     }
-    return {
-      output,
+    const ins: Inspected = {
+      output: context === undefined ? output : { ...output, server_messages: other },
       toolsCalled: [{ name: tool.name, args: tool.arguments }],
       toolResults: [{ name: tool.name, output, error }],
       model: `mcp:${this.server}`,
     };
+    if (context !== undefined) ins.context = context;
+    return ins;
+  }
+
+  /** The readable text of every message of an answer but the tools/call result and the answers the client never gets. */
+  private serverText(messages: readonly JsonRpcMessage[], state: McpState): string {
+    const texts: string[] = [];
+    const callKey = state.call === null ? null : idKey(state.call.id);
+    for (const m of messages) {
+      let text = '';
+      if (!isResponse(m)) text = mcpText(m.params);
+      else if (m.id !== null && idKey(m.id) === callKey) continue;
+      else if (m.error !== undefined) text = m.id === null || state.passing.has(idKey(m.id)) || state.lists.has(idKey(m.id)) ? mcpText(m.error) : '';
+      else if (m.id !== null && state.lists.has(idKey(m.id))) text = mcpText(filterToolsListResult(m.result, this.context.manifest(state.agentId)).result);
+      else if (m.id !== null && state.passing.has(idKey(m.id))) text = mcpText(m.result);
+      if (text !== '') texts.push(text);
+    }
+    return texts.join('\n');
   }
 
   /**
@@ -186,7 +225,7 @@ export class McpAdapter implements ProtocolAdapter {
   resumeAnswer(response: UpstreamAnswer, proposal: Proposal): AnswerResumption | null {
     const state = stateOf(proposal);
     const call = state?.call ?? null;
-    if (call === null || !String(response.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream')) return null;
+    if (call === null || mediaType(response.headers['content-type']) !== SSE_TYPE) return null;
     const key = idKey(call.id);
     const answers = (ev: SseEvent) => {
       const m = sseEventMessages(ev);
@@ -218,8 +257,7 @@ export class McpAdapter implements ProtocolAdapter {
       if (state.passing.has(key)) return m;
       return isSessionError(m) ? m : null;
     };
-    const ct = String(response.headers['content-type'] ?? '');
-    if (ct.toLowerCase().startsWith('text/event-stream')) {
+    if (mediaType(response.headers['content-type']) === SSE_TYPE) {
       const rewritten = rewriteSse(response.body, govern);
       const call = state.call;
       if (call === null || callAnswered) return rewritten;
@@ -237,10 +275,20 @@ export class McpAdapter implements ProtocolAdapter {
     return Buffer.from(JSON.stringify(!state.batch && kept.length === 1 ? kept[0] : kept));
   }
 
-  /** The GET stream: every answer on it is one no post-check has seen (see the class comment), so it is dropped. */
-  passStreamFilter(call: CallContext): ((event: SseEvent) => string) | null {
+  /**
+   * The GET stream: every answer on it is one no post-check has seen (see the class comment), so it is
+   * dropped; the server's notifications and requests, and a session error, pass only once their readable
+   * text passed a check (a sampling/createMessage carrying an injection to the agent's model, a log
+   * notification carrying a secret, are dropped).
+   */
+  passStreamFilter(call: CallContext, check: (text: string) => boolean): ((event: SseEvent) => string) | null {
     if (call.method !== 'GET') return null;
-    return (event) => governSseEvent(event, (m) => (!isResponse(m) || isSessionError(m) ? m : null));
+    return (event) =>
+      governSseEvent(event, (m) => {
+        if (isResponse(m) && !isSessionError(m)) return null;
+        const text = isResponse(m) ? mcpText(m.error) : mcpText(m.params);
+        return text === '' || check(text) ? m : null;
+      });
   }
 
   errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string } {
@@ -329,4 +377,26 @@ function rewriteSse(body: Buffer, govern: Govern): Buffer | null {
     out += s;
   }
   return changed ? Buffer.from(out) : null;
+}
+
+/**
+ * Every string of an MCP message a client or its model can read, depth first, joined by newlines. Unlike
+ * the LLM readers' readableText, `data` is read (a log notification's message, an error's details), except
+ * the base64 `data` of a binary block (one with a `mimeType`), and a resource's base64 `blob` is not.
+ */
+function mcpText(v: unknown): string {
+  const out: string[] = [];
+  const walk = (x: unknown, depth: number): void => {
+    if (typeof x === 'string') {
+      if (x !== '') out.push(x);
+    } else if (Array.isArray(x)) {
+      for (const y of x) walk(y, depth + 1);
+    } else if (typeof x === 'object' && x !== null && depth <= MAX_JSON_NESTING) {
+      const o = x as Record<string, unknown>;
+      const binary = typeof o.mimeType === 'string' && typeof o.data === 'string';
+      for (const k in o) if (k !== 'blob' && !(binary && k === 'data')) walk(o[k], depth + 1);
+    }
+  };
+  walk(v, 0);
+  return out.join('\n');
 }

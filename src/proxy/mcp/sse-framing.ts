@@ -1,3 +1,4 @@
+import { mediaType, SSE_TYPE } from '../headers.js';
 import { jsonTextHazard } from '../../contracts/strict-json.js';
 import { SseParser, type SseEvent } from '../sse.js';
 import { classifyJsonRpc, type JsonRpcMessage } from './jsonrpc.js';
@@ -80,10 +81,12 @@ export function decodeSseMessages(body: Uint8Array | string): JsonRpcMessage[] {
  * (one message or an array) or text/event-stream. Unreadable bodies yield null.
  */
 export function readMcpResponseMessages(contentType: string | null | undefined, body: Uint8Array | string): JsonRpcMessage[] | null {
-  const ct = (contentType ?? '').toLowerCase();
-  if (ct.startsWith('text/event-stream')) return decodeSseMessages(body);
+  const ct = mediaType(contentType);
+  if (ct === SSE_TYPE) return decodeSseMessages(body);
   const text = typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
   if (text.trim() === '') return [];
+  // Only JSON is read as JSON: a body labelled anything else is not what a client would parse as JSON-RPC.
+  if (ct !== 'application/json' && !ct.endsWith('+json')) return null;
   let value: unknown;
   try {
     value = JSON.parse(text);
