@@ -36,6 +36,9 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'RATE_LIMIT_ENABLED', modes: ['embedded', 'gateway', 'sidecar'], default: 'true unless GOV_ENV is development/dev/test', help: 'sliding-window rate limits' },
   { name: 'GOV_RATE_LIMIT_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests/rate-limits.yaml', help: 'rate-limit overrides (default, window_seconds, agent_overrides)' },
   { name: 'GOV_MIN_SDK_VERSION', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'requests with a lower sdk_version get 426' },
+  { name: 'GOV_LEDGER_ANCHOR_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: '<ledger directory>.anchor.json', help: 'head anchor: the chain head (seq, hash) kept outside the ledger, which verify compares against; put it on another volume; "off" disables it' },
+  { name: 'GOV_LEDGER_ANCHOR_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'HMAC key (at least 32 bytes) signing the head anchor, so that it cannot be rewritten without the key' },
+  { name: 'GOV_LEDGER_ANCHOR_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the head anchor is brought up to the committed head (and always on shutdown)' },
   { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'fsync', help: 'fsync: answer once the row is on disk (survives power loss); commit: once committed to the OS (survives a process crash, faster)' },
   { name: 'GOV_LEDGER_MAX_PENDING_ROWS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'rows waiting for the disk from which new calls wait (backpressure); calls already started always record' },
   { name: 'GOV_LEDGER_BACKPRESSURE_WAIT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '5000', help: 'how long a new call waits for the ledger to catch up before a 503 with Retry-After' },
@@ -100,6 +103,8 @@ export interface Settings {
   host: string;
   port: number;
   dbPath: string;
+  /** Head anchor (ledger/head-anchor.ts): its file (null: off), HMAC key and write interval. */
+  ledgerAnchor: { file: string; key: string | null; intervalMs: number } | null;
   embedToken: string | null;
   authEnabled: boolean;
   apiKeys: Array<{ key: string; tier: 'free' | 'developer' | 'team' | 'enterprise' }>;
@@ -190,6 +195,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     minSdkVersion: get('GOV_MIN_SDK_VERSION') ?? null,
     auditEncryptionKey: get('GOV_AUDIT_ENCRYPTION_KEY') ?? null,
     auditMaxTextChars: parse('GOV_AUDIT_MAX_TEXT_CHARS', z.coerce.number().int().min(256).max(64 * 1024 * 1024), get('GOV_AUDIT_MAX_TEXT_CHARS') ?? '65536'),
+    ledgerAnchor: null,
     ledgerDurability: parse('GOV_LEDGER_DURABILITY', z.enum(['fsync', 'commit']), get('GOV_LEDGER_DURABILITY') ?? 'fsync'),
     ledgerMaxPendingRows: parse('GOV_LEDGER_MAX_PENDING_ROWS', z.coerce.number().int().min(1).max(10_000_000), get('GOV_LEDGER_MAX_PENDING_ROWS') ?? '10000'),
     ledgerBackpressureWaitMs: parse('GOV_LEDGER_BACKPRESSURE_WAIT_MS', z.coerce.number().int().min(0).max(600_000), get('GOV_LEDGER_BACKPRESSURE_WAIT_MS') ?? '5000'),
@@ -208,6 +214,12 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   }
   if (settings.jwtSecret !== null && Buffer.byteLength(settings.jwtSecret) < 32) {
     throw new SettingsError('GOV_JWT_SECRET must be at least 32 bytes for HS256');
+  }
+  const anchorFile = get('GOV_LEDGER_ANCHOR_FILE') ?? `${settings.dbPath.replace(/\/+$/, '')}.anchor.json`;
+  const anchorKey = get('GOV_LEDGER_ANCHOR_KEY') || null;
+  if (anchorKey !== null && Buffer.byteLength(anchorKey) < 32) throw new SettingsError('GOV_LEDGER_ANCHOR_KEY must be at least 32 bytes');
+  if (anchorFile !== 'off' && settings.dbPath !== ':memory:') {
+    settings.ledgerAnchor = { file: anchorFile, key: anchorKey, intervalMs: parse('GOV_LEDGER_ANCHOR_INTERVAL_MS', z.coerce.number().int().min(10).max(3_600_000), get('GOV_LEDGER_ANCHOR_INTERVAL_MS') ?? '1000') };
   }
   if (settings.minSdkVersion !== null) {
     parse('GOV_MIN_SDK_VERSION', z.string().regex(/^\d+\.\d+\.\d+/, 'must be a semantic version such as 1.2.0'), settings.minSdkVersion);

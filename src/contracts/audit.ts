@@ -62,5 +62,11 @@ export const ChainVerifyResponse = z.object({
   rows_checked: z.number().int(),
   first_invalid_seq: z.number().int().nullable(),
   head_hash: z.string().nullable(),
+  /**
+   * The head anchor kept outside the ledger (docs/ledger.md), when one is configured: `match`, `missing`
+   * (no anchor written yet), `truncated` (the chain ends before the anchored seq), `mismatch` (the row at
+   * the anchored seq hashes otherwise), `unsigned` or `forged` (its HMAC is absent or wrong).
+   */
+  anchor: z.object({ status: z.enum(['match', 'missing', 'unsigned', 'forged', 'mismatch', 'truncated']), seq: z.number().int().nullable() }).optional(),
 });
 export type ChainVerifyResponse = z.infer<typeof ChainVerifyResponse>;

@@ -258,6 +258,12 @@ class LmdbLedger implements Ledger {
     return this.builder.head();
   }
 
+  async hashAt(seq: number): Promise<string | null> {
+    const value = this.rowsRaw.get(seq);
+    const layout = value === undefined ? null : readRowLayout(value);
+    return value === undefined || layout === null ? null : value.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES);
+  }
+
   room(): Promise<void> | null {
     if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
     return new Promise<void>((resolve) => this.roomWaiters.push(resolve));

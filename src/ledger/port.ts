@@ -41,6 +41,8 @@ export interface Ledger {
   agentStats(agentId: string): AgentStats;
   verify(): Promise<ChainVerifyResponse>;
   head(): { seq: number; hash: string | null };
+  /** The stored hash of row `seq` (hex), or null when there is none: the head anchor's check (head-anchor.ts). */
+  hashAt?(seq: number): Promise<string | null>;
   /**
    * Personal-data erasure: drops a row's payload and salt and keeps its header, commitment and hash, so
    * the chain still verifies. false for an unknown envelope id. Optional until every adapter has it.

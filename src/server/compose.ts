@@ -5,6 +5,7 @@ import { pino, type Logger } from 'pino';
 import { loadRateLimits } from '../config/rate-limits.js';
 import type { Settings } from '../config/settings.js';
 import { SCORING_CONFIG } from '../engine/scoring-config.js';
+import { AnchoredLedger, HeadAnchorFile } from '../ledger/head-anchor.js';
 import { openLmdbStorage } from '../ledger/lmdb.js';
 import { openMemoryStorage } from '../ledger/memory.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
@@ -54,11 +55,23 @@ export function createLogger(settings: Settings): Logger {
   });
 }
 
-async function openStorage(settings: Settings): Promise<Storage> {
+async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
   if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey });
   mkdirSync(settings.dbPath, { recursive: true });
-  return openLmdbStorage(settings.dbPath, { encryptionKey, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
+  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
+  const a = settings.ledgerAnchor;
+  if (a === null) return storage;
+  let ledger: AnchoredLedger;
+  try {
+    const file = new HeadAnchorFile(a.file, a.key === null ? null : Buffer.from(a.key));
+    ledger = new AnchoredLedger(storage.ledger, file, a.intervalMs, (e) => logger.error({ err: { message: (e as Error).message } }, 'head anchor write failed'));
+  } catch (e) {
+    await storage.close();
+    throw e;
+  }
+  // Closing the anchored ledger anchors the final head, then closes the inner ledger; the environment after.
+  return { ledger, kv: storage.kv, close: async () => { await ledger.close(); await storage.close(); } };
 }
 
 async function loadRules(settings: Settings): Promise<RuleSet> {
@@ -80,7 +93,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
   const rules = await loadRules(settings);
   const manifestFiles = await loadManifestDir(join(settings.manifestDir, 'agents'));
   const rateRules = await loadRateLimits(settings.rateLimitFile);
-  const storage = await openStorage(settings);
+  const storage = await openStorage(settings, logger);
 
   let token: string | null = null;
   let tokenGenerated = false;

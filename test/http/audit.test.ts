@@ -64,7 +64,7 @@ t.test('audit API', async (t) => {
   t.equal((await gw.request('GET', '/v1/audit/executions/0b6f4bb3-3c55-4b4e-9f0e-8f1f7c9c2a11')).status, 404);
 
   const verify = ChainVerifyResponse.parse((await gw.request('GET', '/v1/audit/chain/verify')).body);
-  t.same(verify, { valid: true, rows_checked: 6, first_invalid_seq: null, head_hash: all.body.items[0].hash });
+  t.same(verify, { valid: true, rows_checked: 6, first_invalid_seq: null, head_hash: all.body.items[0].hash, anchor: { status: 'match', seq: 6 } });
 });
 
 t.test(':memory: keeps an always-empty audit list across runs', async (t) => {
