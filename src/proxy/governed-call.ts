@@ -478,6 +478,9 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   return up.status;
 }
 
+/** How long a streamed answer's reading may hold the event loop before it yields a turn. */
+const STREAM_TURN_MS = 4;
+
 /** A server that keeps closing a stream early is not followed forever. */
 const MAX_RESUMPTIONS = 5;
 
@@ -584,8 +587,16 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
       failure = new UpstreamFailure('unreadable', `an upstream stream event nests deeper than ${MAX_JSON_NESTING} levels`);
     } else if (!guard.push(ev)) cut = true;
   };
+  let turnStarted = performance.now();
   try {
     for await (const chunk of up.body) {
+      // A fast upstream hands over chunk after chunk without a turn of the event loop in between (each one
+      // resumes this loop as a microtask), and checking a 64 KiB chunk takes ~10 ms: past a few ms the
+      // stream yields a turn, so the API and other calls on this process are not held up behind it.
+      if (performance.now() - turnStarted > STREAM_TURN_MS) {
+        await new Promise<void>((r) => setImmediate(r));
+        turnStarted = performance.now();
+      }
       received += (chunk as Buffer).length;
       if (received > core.maxAnswerBytes) {
         failure = tooLarge(core.maxAnswerBytes);
