@@ -5,6 +5,8 @@
  * one start position per run of candidate characters. Literal hints let most texts skip a regex entirely.
  */
 
+import { VALIDATED_DETECTORS } from './validated-detectors.js';
+
 export interface TextMatcher {
   /** Human-readable name used in failure messages; never the matched text, which may be a secret. */
   readonly label: string;
@@ -71,6 +73,7 @@ export const DETECTORS: ReadonlyMap<string, TextMatcher> = new Map<string, TextM
     matcher('e-mail address', [/(?<![\w.%+-])[\w.%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![\w-])/], ['@']),
   ],
   ['prompt_injection', matcher('prompt-injection phrasing', INJECTION)],
+  ...VALIDATED_DETECTORS,
 ]);
 
 export function detectorNames(): string[] {
