@@ -1,5 +1,10 @@
 #!/usr/bin/env node
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { SCORING_CONFIG } from '../engine/scoring-config.js';
+import { loadGoldenFile } from '../policy/golden.js';
+import { loadPolicyDir } from '../policy/loader.js';
+import { formatReport, readCaseDir, runCases } from '../policy/policy-test.js';
 import { loadSettings, settingsHelp, SettingsError, type Mode } from '../config/settings.js';
 import { composeSidecar } from '../proxy/sidecar.js';
 import { compose } from '../server/compose.js';
@@ -10,6 +15,9 @@ Modes:
   embedded   the embedded gateway: LMDB ledger, bearer token, 127.0.0.1:8765
   gateway    the full gateway: X-Gov-Token auth (API keys or HS256 JWT), port 8000
   sidecar    the governing proxy (127.0.0.1:15080) beside the embedded API (127.0.0.1:8765), one ledger
+
+Tools:
+  policy test <case-dir>   run a policy case corpus against the packs (gov policy --help)
 
 Settings are read from the environment; \`gov <mode> --help\` lists them.
 
@@ -68,7 +76,42 @@ async function run(mode: Mode): Promise<void> {
   onSignals(log, () => gw.close());
 }
 
+const POLICY_USAGE = `Usage: gov policy test <case-dir> [--policies DIR] [--manifests DIR] [--verbose]
+
+Runs every case of <case-dir>/*.yaml (a \`cases:\` list; format in docs/policies.md) through the engine
+with the packs of --policies (default GOV_POLICY_DIR, else ./policies) and the golden rules of
+--manifests (default GOV_MANIFEST_DIR, else ./manifests). Prints failures, the counts, and the share of
+rules the cases exercise. Exit 0 when every case passes, 1 when one fails, 2 on a usage or file error.
+`;
+
+async function policyCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { help: { type: 'boolean', short: 'h' }, policies: { type: 'string' }, manifests: { type: 'string' }, verbose: { type: 'boolean', short: 'v' } },
+    allowPositionals: true,
+  });
+  if (values.help || positionals[0] !== 'test' || positionals.length !== 2) {
+    process.stdout.write(POLICY_USAGE);
+    return values.help ? 0 : 2;
+  }
+  const policyDir = values.policies ?? process.env.GOV_POLICY_DIR ?? 'policies';
+  const manifestDir = values.manifests ?? process.env.GOV_MANIFEST_DIR ?? 'manifests';
+  try {
+    const cases = await readCaseDir(positionals[1]);
+    const report = runCases(cases, { policies: await loadPolicyDir(policyDir), golden: await loadGoldenFile(join(manifestDir, 'golden.yaml')), config: SCORING_CONFIG });
+    process.stdout.write(formatReport(report, values.verbose === true));
+    return report.failed === 0 ? 0 : 1;
+  } catch (e) {
+    process.stderr.write(`gov policy test: ${(e as Error).message}\n`);
+    return 2;
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
+  if (argv[0] === 'policy') {
+    process.exitCode = await policyCommand(argv.slice(1));
+    return;
+  }
   const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: false });
   const mode = positionals[0];
   if (mode !== 'embedded' && mode !== 'gateway' && mode !== 'sidecar') {

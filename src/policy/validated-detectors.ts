@@ -2,24 +2,17 @@ import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import type { TextMatcher } from './detectors.js';
 
-type SearchNumbers = typeof import('libphonenumber-js/max').searchNumbers;
-let searchNumbers: SearchNumbers | null = null;
+type ParsePhone = typeof import('libphonenumber-js/max').parsePhoneNumberFromString;
+let parsePhone: ParsePhone | null = null;
 
 /**
  * libphonenumber-js's full metadata takes ~80 ms to load: loaded on the phone detector's first use, so a
  * process whose packs do not use it (the default pack) does not pay for it at start.
  */
-function phoneSearch(): SearchNumbers {
-  searchNumbers ??= (createRequire(import.meta.url)('libphonenumber-js/max') as typeof import('libphonenumber-js/max')).searchNumbers;
-  return searchNumbers;
+function phoneParser(): ParsePhone {
+  parsePhone ??= (createRequire(import.meta.url)('libphonenumber-js/max') as typeof import('libphonenumber-js/max')).parsePhoneNumberFromString;
+  return parsePhone;
 }
-
-/**
- * Personal-data and credential detectors that validate what they match, so that structure alone never
- * fires: a 16-digit order number is not a card unless it passes Luhn and names a real issuer, a tracking id
- * is not an IBAN unless its country length and mod-97 check hold, a version string is not an IP address
- * unless it parses. Each finds candidates with a linear-time pattern, then runs the check on each.
- */
 
 /** A matcher over the candidates of `pattern` (compiled global here, so no state is shared between calls). */
 function validated(label: string, pattern: RegExp, valid: (candidate: string) => boolean, hint?: (text: string) => boolean): TextMatcher {
@@ -126,17 +119,29 @@ export function isIpAddress(candidate: string): boolean {
 }
 
 /**
- * Phone numbers through libphonenumber-js's metadata (not a pattern of our own): a number in international
- * form (`+44 20 7946 0958`) anywhere, and one in national form when it is valid for the default region. Only
- * numbers the library finds valid for their region count: an order number rarely is one.
+ * Phone numbers through libphonenumber-js's metadata (not a judgement of our own): a candidate of 7 to 15
+ * digits (E.164's range), optionally with a `+` country code, a bracketed area code and single separators,
+ * counts only when the library finds it a valid number of its region, international form anywhere and
+ * national form for the default region. The library's own text search costs ~8 µs per character on digit-
+ * heavy text, so candidates come from a bounded linear pattern of ours, and at most PHONE_PARSES_PER_TEXT
+ * of them are parsed (~20 µs each): a text stuffed with decoys cannot make one check slow.
  */
+const PHONE_CANDIDATE = /(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{1,4}){1,5}(?!\w)/g;
+const PHONE_PARSES_PER_TEXT = 200;
+
 function phoneMatcher(defaultRegion: 'US'): TextMatcher {
   return {
     label: 'phone number',
     find(text) {
       if (!hasDigit(text)) return -1;
-      for (const m of phoneSearch()(text, { defaultCountry: defaultRegion, v2: true })) {
-        if (m.number.isValid()) return m.startsAt;
+      let parses = 0;
+      for (const m of text.matchAll(PHONE_CANDIDATE)) {
+        let digits = 0;
+        for (let i = 0; i < m[0].length; i++) if (m[0].charCodeAt(i) >= 48 && m[0].charCodeAt(i) <= 57) digits++;
+        if (digits < 7 || digits > 15) continue;
+        if (++parses > PHONE_PARSES_PER_TEXT) return -1;
+        const n = phoneParser()(m[0], defaultRegion);
+        if (n !== undefined && n.isValid()) return m.index;
       }
       return -1;
     },
