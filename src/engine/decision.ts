@@ -27,7 +27,7 @@ export interface DecisionOutcome {
 function ruleList(hits: readonly RuleHit[], effect?: string): string {
   return hits
     .filter((h) => effect === undefined || h.rule.effect === effect)
-    .map((h) => `${h.rule.id} (${h.rule.description}) at ${h.path}`)
+    .map((h) => `${h.rule.id} (${h.rule.message ?? h.rule.description}) at ${h.path}`)
     .join(', ');
 }
 

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import picomatch from 'picomatch';
 import YAML from 'yaml';
 import { compileUserPattern, DETECTORS, type TextMatcher } from './detectors.js';
 import { PolicyLoadError, zodProblems } from './errors.js';
@@ -37,6 +38,8 @@ export const PolicyRuleSpec = z
     severity: z.enum(SEVERITIES).optional(),
     gate: z.enum(['adversarial']).optional(),
     enabled: z.boolean().optional(),
+    /** Shown in validation.failures and decision.reason instead of the description. */
+    message: z.string().min(1).max(500).optional(),
   })
   .superRefine((r, ctx) => {
     if ((r.detector === undefined) === (r.pattern === undefined)) {
@@ -59,6 +62,11 @@ export const PolicyPackSpec = z.strictObject({
   pack: Name,
   version: Version,
   description: z.string().max(2000).optional(),
+  /**
+   * Agent id globs the pack's rules apply to (picomatch; `!billing-*` excludes); absent: every agent. With
+   * several globs an agent must match one of the plain ones (if any) and none of the negated ones.
+   */
+  applies_to: z.array(z.string().min(1).max(200)).min(1).max(100).optional(),
   rules: z.array(PolicyRuleSpec).max(10_000),
 });
 export type PolicyPackSpec = z.infer<typeof PolicyPackSpec>;
@@ -86,7 +94,15 @@ export function parsePolicyPack(source: PolicySource): PolicyPackSpec {
   return parsed.data;
 }
 
-function compileRule(origin: string, pack: string, index: number, r: PolicyRuleSpec): CompiledRule {
+/** The agent filter of a pack's `applies_to`, or null when it applies to every agent. */
+function agentFilter(globs: readonly string[] | undefined): ((agentId: string) => boolean) | null {
+  if (globs === undefined) return null;
+  const include = globs.filter((g) => !g.startsWith('!')).map((g) => picomatch(g, { dot: true }));
+  const exclude = globs.filter((g) => g.startsWith('!')).map((g) => picomatch(g.slice(1), { dot: true }));
+  return (agentId) => (include.length === 0 || include.some((m) => m(agentId))) && !exclude.some((m) => m(agentId));
+}
+
+function compileRule(origin: string, pack: string, index: number, r: PolicyRuleSpec, appliesTo: ((agentId: string) => boolean) | null): CompiledRule {
   let matcher: TextMatcher;
   if (r.detector !== undefined) matcher = DETECTORS.get(r.detector)!;
   else {
@@ -107,6 +123,8 @@ function compileRule(origin: string, pack: string, index: number, r: PolicyRuleS
     amount: r.amount ?? DEFAULT_AMOUNT[r.effect],
     severity: r.severity ?? DEFAULT_SEVERITY[r.effect],
     gate: r.gate ?? null,
+    message: r.message ?? null,
+    appliesTo,
   });
 }
 
@@ -129,12 +147,13 @@ export function compilePolicySet(sources: readonly PolicySource[]): PolicySet {
     if (clash !== undefined) throw new PolicyLoadError(where, [`pack: "${spec.pack}" is also defined in ${clash}`]);
     seenPacks.set(spec.pack, where);
     let count = 0;
+    const appliesTo = agentFilter(spec.applies_to);
     spec.rules.forEach((r, i) => {
       if (r.enabled === false) return;
       const other = seenRules.get(r.id);
       if (other !== undefined) throw new PolicyLoadError(where, [`rules[${i}].id: "${r.id}" is also defined in ${other}`]);
       seenRules.set(r.id, where);
-      rules.push(compileRule(where, spec.pack, i, r));
+      rules.push(compileRule(where, spec.pack, i, r, appliesTo));
       count++;
     });
     packs.push({ name: spec.pack, version: spec.version, origin: source.origin, rules: count });

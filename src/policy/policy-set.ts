@@ -27,6 +27,10 @@ export interface CompiledRule {
   readonly amount: number;
   readonly severity: Severity;
   readonly gate: RuleGate | null;
+  /** The rule's own message for failures and reasons, or null (its description is used). */
+  readonly message: string | null;
+  /** Its pack's `applies_to` as a test on the agent id; null: every agent. */
+  readonly appliesTo: ((agentId: string) => boolean) | null;
 }
 
 export interface PackInfo {

@@ -19,7 +19,7 @@ export interface AdversarialResult extends CheckResult {
  * decision can never be `approve`, and the policy score is capped (capPolicyScore).
  */
 export function adversarialCheck(input: EngineInput, ctx: EngineContext, view: EvalView = buildView(input)): AdversarialResult {
-  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config);
+  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config, input.agent_id);
   const failed = scan.hits.length > 0;
   return {
     score: clamp(100 - scan.points),

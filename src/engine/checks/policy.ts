@@ -17,7 +17,7 @@ export interface PolicyCheckResult extends CheckResult {
  * `penalty` rules take their amount off 100. The adversarial cap is applied later by the pipeline.
  */
 export function policyCheck(input: EngineInput, ctx: EngineContext, view: EvalView = buildView(input)): PolicyCheckResult {
-  const scan = scanRules(ctx.policies, ctx.policies.policyRules, view, ctx.config);
+  const scan = scanRules(ctx.policies, ctx.policies.policyRules, view, ctx.config, input.agent_id);
   return {
     score: scan.blocked ? 0 : clamp(100 - scan.points),
     failures: scan.hits.map((h) => hitFailure('policy', h)),

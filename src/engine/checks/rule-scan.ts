@@ -37,7 +37,7 @@ function leavesFor(view: EvalView, target: keyof RulesByTarget): readonly Leaf[]
 const TARGETS = ['input', 'context', 'params', 'tool_results', 'output'] as const;
 
 /** Each rule fires at most once, at its first match; hits come back in the order the packs define rules. */
-export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalView, config: ScoringConfig): RuleScan {
+export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalView, config: ScoringConfig, agentId: string): RuleScan {
   let fired: Map<CompiledRule, string> | null = null;
   for (const target of TARGETS) {
     const rules = byTarget[target];
@@ -46,6 +46,7 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
     if (leaves.length === 0) continue;
     for (const rule of rules) {
       if (fired !== null && fired.has(rule)) continue;
+      if (rule.appliesTo !== null && !rule.appliesTo(agentId)) continue;
       for (const leaf of leaves) {
         if (rule.matcher.find(leaf.text) !== -1) {
           (fired ??= new Map()).set(rule, leaf.path);
@@ -80,7 +81,7 @@ export function hitFailure(check: string, hit: RuleHit): Failure {
   return {
     check,
     code: r.id,
-    message: `${r.description} [${r.effect}; ${r.matcher.label}; pack ${r.pack}]`,
+    message: `${r.message ?? r.description} [${r.effect}; ${r.matcher.label}; pack ${r.pack}]`,
     severity: r.severity,
     path: hit.path,
   };
