@@ -235,6 +235,14 @@ export class Governor {
     return response;
   }
 
+  /**
+   * The engine's verdict on an execution or a proposed action with the rules in force, and those rules:
+   * no row, no review push, no decision counted (the policy API's dry run).
+   */
+  dryRun(input: EngineInput): { result: EngineResult; policies: RuleSet['policies'] } {
+    return { result: this.evaluateInput(input), policies: this.d.rules().policies };
+  }
+
   private evaluateInput(input: EngineInput): EngineResult {
     const rules = this.d.rules();
     const reliability = this.d.useHistoricalReliability ? reliabilityFromStats(this.d.ledger.agentStats(input.agent_id)) : null;

@@ -21,6 +21,7 @@ import { observabilityPlugin } from './plugins/observability.js';
 import { agentIdentity } from '../config/agent-identity.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { agentRoutes } from './routes/agents.js';
+import { policyRoutes } from './routes/policy.js';
 import { auditRoutes } from './routes/audit.js';
 import { featureRoutes } from './routes/features.js';
 import { authRoutes } from './routes/auth.js';
@@ -113,6 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(runtimeRoutes(deps));
   await app.register(auditRoutes(deps));
   await app.register(agentRoutes(deps));
+  await app.register(policyRoutes(deps));
   await app.register(featureRoutes(deps));
   return app;
 }

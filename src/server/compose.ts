@@ -43,8 +43,11 @@ export interface ComposeOptions {
   logger?: Logger;
 }
 
-/** No deployment includes the judge, trust chain or the other later features yet (docs/tiers.md). */
-const ENTITLEMENTS: ReadonlySet<string> = new Set();
+/**
+ * What every deployment includes: the policy API. The judge, trust chain and the other later features are
+ * in none yet (docs/tiers.md).
+ */
+const ENTITLEMENTS: ReadonlySet<string> = new Set(['policy_api']);
 
 export function createLogger(settings: Settings): Logger {
   return pino({

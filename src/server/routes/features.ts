@@ -8,7 +8,6 @@ import type { AppDeps } from '../app.js';
  */
 const GUARDED: Array<{ method: 'GET' | 'POST' | 'DELETE' | 'PUT'; url: string; capability: Capability }> = [
   { method: 'DELETE', url: '/v1/audit/executions/:id/pii', capability: 'audit.erase' },
-  { method: 'POST', url: '/v1/policy/evaluate', capability: 'policy.evaluate' },
   { method: 'POST', url: '/v1/certify/agent', capability: 'certify' },
   { method: 'GET', url: '/v1/analytics/*', capability: 'analytics' },
   { method: 'GET', url: '/v1/insights/*', capability: 'analytics' },
