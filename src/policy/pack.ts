@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import picomatch from 'picomatch';
 import YAML from 'yaml';
+import { compileCondition, ConditionSchema, type CompiledCondition } from './conditions.js';
 import { compileUserPattern, DETECTORS, type TextMatcher } from './detectors.js';
 import { PolicyLoadError, zodProblems } from './errors.js';
 import {
@@ -29,8 +30,10 @@ export const PolicyRuleSpec = z
   .strictObject({
     id: Name,
     description: z.string().max(1000).optional(),
-    targets: z.union([z.enum(POLICY_TARGETS), z.array(z.enum(POLICY_TARGETS)).min(1)]),
+    targets: z.union([z.enum(POLICY_TARGETS), z.array(z.enum(POLICY_TARGETS)).min(1)]).optional(),
     detector: z.string().optional(),
+    /** A condition on the call's facts instead of a text match (conditions.ts). */
+    when: ConditionSchema.optional(),
     pattern: z.string().min(1).max(2000).optional(),
     flags: z.string().max(4).optional(),
     effect: z.enum(POLICY_EFFECTS),
@@ -42,9 +45,11 @@ export const PolicyRuleSpec = z
     message: z.string().min(1).max(500).optional(),
   })
   .superRefine((r, ctx) => {
-    if ((r.detector === undefined) === (r.pattern === undefined)) {
-      ctx.addIssue({ code: 'custom', message: 'a rule needs exactly one of `detector` or `pattern`' });
+    if ([r.detector, r.pattern, r.when].filter((x) => x !== undefined).length !== 1) {
+      ctx.addIssue({ code: 'custom', message: 'a rule needs exactly one of `detector`, `pattern` or `when`' });
     }
+    if (r.when === undefined && r.targets === undefined) ctx.addIssue({ code: 'custom', path: ['targets'], message: 'a `detector` or `pattern` rule needs `targets`' });
+    if (r.when !== undefined && r.targets !== undefined) ctx.addIssue({ code: 'custom', path: ['targets'], message: 'a `when` rule reads the facts its paths name; it takes no `targets`' });
     if (r.detector !== undefined && !DETECTORS.has(r.detector)) {
       ctx.addIssue({
         code: 'custom',
@@ -94,6 +99,9 @@ export function parsePolicyPack(source: PolicySource): PolicyPackSpec {
   return parsed.data;
 }
 
+/** What a `when` rule reports as its matcher: it reads facts, not text. */
+const CONDITION_MATCHER: TextMatcher = Object.freeze({ label: 'condition', find: () => -1 });
+
 /** The agent filter of a pack's `applies_to`, or null when it applies to every agent. */
 function agentFilter(globs: readonly string[] | undefined): ((agentId: string) => boolean) | null {
   if (globs === undefined) return null;
@@ -104,7 +112,15 @@ function agentFilter(globs: readonly string[] | undefined): ((agentId: string) =
 
 function compileRule(origin: string, pack: string, index: number, r: PolicyRuleSpec, appliesTo: ((agentId: string) => boolean) | null): CompiledRule {
   let matcher: TextMatcher;
-  if (r.detector !== undefined) matcher = DETECTORS.get(r.detector)!;
+  let condition: CompiledCondition | null = null;
+  if (r.when !== undefined) {
+    try {
+      condition = compileCondition(r.when);
+    } catch (e) {
+      throw new PolicyLoadError(origin, [`rules[${index}].when: ${(e as Error).message}`]);
+    }
+    matcher = CONDITION_MATCHER;
+  } else if (r.detector !== undefined) matcher = DETECTORS.get(r.detector)!;
   else {
     try {
       matcher = compileUserPattern(`pattern of rule ${r.id}`, r.pattern!, r.flags ?? '');
@@ -112,7 +128,7 @@ function compileRule(origin: string, pack: string, index: number, r: PolicyRuleS
       throw new PolicyLoadError(origin, [`rules[${index}].pattern: ${(e as Error).message}`]);
     }
   }
-  const targets = typeof r.targets === 'string' ? [r.targets] : [...new Set(r.targets)];
+  const targets = r.targets === undefined ? [] : typeof r.targets === 'string' ? [r.targets] : [...new Set(r.targets)];
   return Object.freeze({
     id: r.id,
     pack,
@@ -125,6 +141,7 @@ function compileRule(origin: string, pack: string, index: number, r: PolicyRuleS
     gate: r.gate ?? null,
     message: r.message ?? null,
     appliesTo,
+    condition,
   });
 }
 

@@ -1,3 +1,4 @@
+import type { CompiledCondition } from './conditions.js';
 import type { TextMatcher } from './detectors.js';
 
 /** Where a rule looks. `params` are the arguments of every tool call (at pre-check: the proposed action's params). */
@@ -31,6 +32,8 @@ export interface CompiledRule {
   readonly message: string | null;
   /** Its pack's `applies_to` as a test on the agent id; null: every agent. */
   readonly appliesTo: ((agentId: string) => boolean) | null;
+  /** A `when` rule's compiled condition on the call's facts (its targets are empty); null for text rules. */
+  readonly condition: CompiledCondition | null;
 }
 
 export interface PackInfo {
@@ -50,6 +53,9 @@ export interface PolicySet {
   /** Pre-split at load time so the hot path never filters rule lists. */
   readonly policyRules: RulesByTarget;
   readonly adversarialRules: RulesByTarget;
+  /** `when` rules, by gate, evaluated once per call on its facts. */
+  readonly policyConditions: readonly CompiledRule[];
+  readonly adversarialConditions: readonly CompiledRule[];
 }
 
 /** Default effect strength when a rule gives no `amount`. */
@@ -68,6 +74,8 @@ export function buildPolicySet(version: string, packs: readonly PackInfo[], rule
     rules: Object.freeze([...rules]),
     policyRules: split(null),
     adversarialRules: split('adversarial'),
+    policyConditions: Object.freeze(rules.filter((r) => r.condition !== null && r.gate === null)),
+    adversarialConditions: Object.freeze(rules.filter((r) => r.condition !== null && r.gate === 'adversarial')),
   });
 }
 

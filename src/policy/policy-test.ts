@@ -23,6 +23,8 @@ const PolicyCase = z.strictObject({
   /** `validate` (an execution with its output) or `pre_check` (a proposed action, before anything runs). */
   phase: z.enum(['validate', 'pre_check']).default('validate'),
   agent_id: z.string().default('policy-test'),
+  model: z.string().min(1).max(200).optional(),
+  metadata: z.record(z.string(), z.unknown()).default({}),
   input: z.string().default(''),
   /** The output object; `output_text` is shorthand for `{text: ...}`. */
   output: z.record(z.string(), z.unknown()).optional(),
@@ -91,10 +93,10 @@ export async function loadCases(dir: string): Promise<Array<{ file: string; case
 
 function engineInput(c: PolicyCase): EngineInput {
   if (c.phase === 'pre_check') {
-    return fromPreCheck(PreCheckRequest.parse({ agent_id: c.agent_id, input: c.input, action: c.action, params: c.params, context: c.context }));
+    return fromPreCheck(PreCheckRequest.parse({ agent_id: c.agent_id, model: c.model, metadata: c.metadata, input: c.input, action: c.action, params: c.params, context: c.context }));
   }
   const output = c.output ?? (c.output_text !== undefined ? { text: c.output_text } : {});
-  return fromValidate(ValidateRequest.parse({ agent_id: c.agent_id, request: { input: c.input }, execution: { model: 'policy-test', tool_results: c.tool_results }, output }));
+  return fromValidate(ValidateRequest.parse({ agent_id: c.agent_id, request: { input: c.input, metadata: c.metadata }, execution: { model: c.model ?? 'policy-test', tool_results: c.tool_results }, output }));
 }
 
 export function runCases(cases: ReadonlyArray<{ file: string; case: PolicyCase }>, rules: { policies: PolicySet; golden: GoldenSet; config: ScoringConfig }): PolicyTestReport {

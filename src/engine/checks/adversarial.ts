@@ -3,6 +3,7 @@ import type { CheckResult, EngineContext, EngineInput } from '../types.js';
 import { buildView, type EvalView } from '../view.js';
 import { hitFailure, scanRules, type RuleHit } from './rule-scan.js';
 import { clamp } from '../score-math.js';
+import { factsOf } from '../facts.js';
 
 /** `score` is safety_score: 100 when no adversarial rule fired, minus each fired rule's amount. */
 export interface AdversarialResult extends CheckResult {
@@ -19,7 +20,7 @@ export interface AdversarialResult extends CheckResult {
  * decision can never be `approve`, and the policy score is capped (capPolicyScore).
  */
 export function adversarialCheck(input: EngineInput, ctx: EngineContext, view: EvalView = buildView(input)): AdversarialResult {
-  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config, input.agent_id);
+  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config, input.agent_id, ctx.policies.adversarialConditions, () => factsOf(input));
   const failed = scan.hits.length > 0;
   return {
     score: clamp(100 - scan.points),

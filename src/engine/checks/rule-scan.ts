@@ -37,8 +37,16 @@ function leavesFor(view: EvalView, target: keyof RulesByTarget): readonly Leaf[]
 const TARGETS = ['input', 'context', 'params', 'tool_results', 'output'] as const;
 
 /** Each rule fires at most once, at its first match; hits come back in the order the packs define rules. */
-export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalView, config: ScoringConfig, agentId: string): RuleScan {
+export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalView, config: ScoringConfig, agentId: string, conditions: readonly CompiledRule[] = [], facts?: () => unknown): RuleScan {
   let fired: Map<CompiledRule, string> | null = null;
+  if (conditions.length > 0 && facts !== undefined) {
+    const f = facts();
+    for (const rule of conditions) {
+      if (rule.appliesTo !== null && !rule.appliesTo(agentId)) continue;
+      const at = rule.condition!(f);
+      if (at !== null) (fired ??= new Map()).set(rule, at);
+    }
+  }
   for (const target of TARGETS) {
     const rules = byTarget[target];
     if (rules.length === 0) continue;
