@@ -62,6 +62,37 @@ export const DETECTORS: ReadonlyMap<string, TextMatcher> = new Map<string, TextM
   ['sk_api_key', matcher('sk- API key', [/(?<![\w-])sk-[A-Za-z0-9_-]{20,}/], ['sk-'])],
   ['github_token', matcher('GitHub token', [/(?<![\w])gh[pousr]_[A-Za-z0-9]{36,}/], ['gh'])],
   ['private_key', matcher('PEM private key', [/-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----/], ['PRIVATE KEY'])],
+  // Provider token formats with a fixed prefix and a fixed alphabet and length, so a match is a token, not
+  // prose: Slack, Stripe live keys, Google API keys, GitLab, npm, PyPI, SendGrid, Twilio, Hugging Face,
+  // Shopify, DigitalOcean, Atlassian, fine-grained GitHub tokens. (AWS, sk- and classic GitHub tokens have
+  // detectors of their own.)
+  [
+    'provider_token',
+    matcher(
+      'provider API token',
+      [
+        /(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,250}/,
+        /(?<![\w-])(?:sk|rk)_live_[A-Za-z0-9]{20,99}/,
+        /(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])/,
+        /(?<![\w-])glpat-[A-Za-z0-9_-]{20}(?![\w-])/,
+        /(?<![\w-])npm_[A-Za-z0-9]{36}(?![\w-])/,
+        /(?<![\w-])pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}/,
+        /(?<![\w-])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![\w-])/,
+        /(?<![\w-])SK[0-9a-f]{32}(?![\w-])/,
+        /(?<![\w-])hf_[A-Za-z0-9]{34,40}(?![\w-])/,
+        /(?<![\w-])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![\w-])/,
+        /(?<![\w-])dop_v1_[a-f0-9]{64}(?![\w-])/,
+        /(?<![\w-])ATATT3[A-Za-z0-9_=-]{60,200}/,
+        /(?<![\w-])github_pat_[A-Za-z0-9_]{82}(?![\w-])/,
+      ],
+      ['xox', '_live_', 'AIza', 'glpat-', 'npm_', 'pypi-', 'SG.', 'SK', 'hf_', 'shp', 'dop_v1_', 'ATATT3', 'github_pat_'],
+    ),
+  ],
+  // A URL or DSN carrying a password: scheme://user:password@host (postgres, mysql, mongodb, redis, amqp...).
+  [
+    'connection_string',
+    matcher('connection string with a password', [/\b[a-z][a-z0-9+.-]{1,20}:\/\/[^\s:@\/]{1,100}:[^\s@\/*<]{1,200}@[A-Za-z0-9.-]{1,253}/i], ['://']),
+  ],
   [
     'password_assignment',
     // The value's first character excludes masks and placeholders ("********", "<redacted>").
