@@ -4,7 +4,9 @@ import picomatch from 'picomatch';
 import YAML from 'yaml';
 import { compileCondition, ConditionSchema, type CompiledCondition } from './conditions.js';
 import { compileUserPattern, DETECTORS, type TextMatcher } from './detectors.js';
-import { PolicyLoadError, zodProblems } from './errors.js';
+import { canonicalJson } from '../ledger/canonical.js';
+import { PolicyLoadError, type PolicyProblem } from './errors.js';
+import { parseLocated, type LocatedDocument, type SourceFormat } from './source-location.js';
 import {
   buildPolicySet,
   DEFAULT_AMOUNT,
@@ -77,11 +79,13 @@ export const PolicyPackSpec = z.strictObject({
 export type PolicyPackSpec = z.infer<typeof PolicyPackSpec>;
 
 export interface PolicySource {
-  /** File name (or another stable label); it enters the version hash, so it must not depend on the machine. */
+  /** File name or another stable label for messages and PackInfo.origin; it does not enter the version. */
   readonly origin: string;
   readonly text: string;
   /** Where to point the reader in error messages (e.g. the full path); defaults to origin. */
   readonly location?: string;
+  /** `yaml` (default; JSON is YAML too) or `json` (strict JSON only). */
+  readonly format?: SourceFormat;
 }
 
 export function parseYaml(origin: string, text: string): unknown {
@@ -92,11 +96,48 @@ export function parseYaml(origin: string, text: string): unknown {
   }
 }
 
-export function parsePolicyPack(source: PolicySource): PolicyPackSpec {
+/** A pack as parsed: the validated spec, its content digest and a way to point at its lines. */
+export interface ParsedPack {
+  readonly spec: PolicyPackSpec;
+  /**
+   * SHA-256 (hex) of the pack's parsed content in canonical JSON (RFC 8785): the same pack read from a
+   * file, published as YAML or sent as JSON has the same digest, and comments or layout do not count.
+   */
+  readonly digest: string;
+  readonly doc: LocatedDocument;
+}
+
+/** The digest of a parsed pack value (see ParsedPack.digest). */
+export function packDigest(value: unknown): string {
+  return createHash('sha256').update(canonicalJson(value)).digest('hex');
+}
+
+export function parsePackSource(source: PolicySource): ParsedPack {
   const where = source.location ?? source.origin;
-  const parsed = PolicyPackSpec.safeParse(parseYaml(where, source.text));
-  if (!parsed.success) throw new PolicyLoadError(where, zodProblems(parsed.error));
-  return parsed.data;
+  const doc = parseLocated(source.text, source.format ?? 'yaml');
+  if (doc.errors.length > 0) throw new PolicyLoadError(where, doc.errors);
+  const parsed = PolicyPackSpec.safeParse(doc.value);
+  if (!parsed.success) {
+    throw new PolicyLoadError(
+      where,
+      parsed.error.issues.map((i): PolicyProblem => {
+        // An unknown key is pointed at itself, not at the object that holds it.
+        const key = i.code === 'unrecognized_keys' && i.keys.length > 0 ? String(i.keys[0]) : undefined;
+        return doc.problem(i.path, i.message, key);
+      }),
+    );
+  }
+  let digest: string;
+  try {
+    digest = packDigest(doc.value);
+  } catch (e) {
+    throw new PolicyLoadError(where, [doc.problem([], `not JSON data: ${(e as Error).message}`)]);
+  }
+  return { spec: parsed.data, digest, doc };
+}
+
+export function parsePolicyPack(source: PolicySource): PolicyPackSpec {
+  return parsePackSource(source).spec;
 }
 
 /** What a `when` rule reports as its matcher: it reads facts, not text. */
@@ -110,14 +151,14 @@ function agentFilter(globs: readonly string[] | undefined): ((agentId: string) =
   return (agentId) => (include.length === 0 || include.some((m) => m(agentId))) && !exclude.some((m) => m(agentId));
 }
 
-function compileRule(origin: string, pack: string, index: number, r: PolicyRuleSpec, appliesTo: ((agentId: string) => boolean) | null): CompiledRule {
+function compileRule(origin: string, doc: LocatedDocument, pack: string, index: number, r: PolicyRuleSpec, appliesTo: ((agentId: string) => boolean) | null): CompiledRule {
   let matcher: TextMatcher;
   let condition: CompiledCondition | null = null;
   if (r.when !== undefined) {
     try {
       condition = compileCondition(r.when);
     } catch (e) {
-      throw new PolicyLoadError(origin, [`rules[${index}].when: ${(e as Error).message}`]);
+      throw new PolicyLoadError(origin, [doc.problem(['rules', index, 'when'], (e as Error).message)]);
     }
     matcher = CONDITION_MATCHER;
   } else if (r.detector !== undefined) matcher = DETECTORS.get(r.detector)!;
@@ -125,7 +166,7 @@ function compileRule(origin: string, pack: string, index: number, r: PolicyRuleS
     try {
       matcher = compileUserPattern(`pattern of rule ${r.id}`, r.pattern!, r.flags ?? '');
     } catch (e) {
-      throw new PolicyLoadError(origin, [`rules[${index}].pattern: ${(e as Error).message}`]);
+      throw new PolicyLoadError(origin, [doc.problem(['rules', index, 'pattern'], (e as Error).message)]);
     }
   }
   const targets = r.targets === undefined ? [] : typeof r.targets === 'string' ? [r.targets] : [...new Set(r.targets)];
@@ -145,40 +186,55 @@ function compileRule(origin: string, pack: string, index: number, r: PolicyRuleS
   });
 }
 
+/** `name@version`, the key of one published pack version. */
+export function packRef(name: string, version: string): string {
+  return `${name}@${version}`;
+}
+
+/**
+ * decision.policy_version of a set of packs: `name@version` of each, sorted by name and joined with `+`,
+ * then `#` and 10 hex digits of a SHA-256 over their content digests. A function of the packs' content
+ * only, never of file names, so the same packs loaded from files or from the policy store name the same set.
+ */
+export function policySetVersion(packs: ReadonlyArray<{ name: string; version: string; digest: string }>): string {
+  if (packs.length === 0) return 'none';
+  const sorted = [...packs].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const hash = createHash('sha256');
+  for (const p of sorted) hash.update(p.name).update('\0').update(p.digest).update('\0');
+  return `${sorted.map((p) => packRef(p.name, p.version)).join('+')}#${hash.digest('hex').slice(0, 10)}`;
+}
+
 /**
  * Parses, validates and compiles packs into one PolicySet. Kept separate from file reading so that packs
  * stored elsewhere (the policy API's published versions) compile through exactly the same path.
  */
 export function compilePolicySet(sources: readonly PolicySource[]): PolicySet {
-  const ordered = [...sources].sort((a, b) => (a.origin < b.origin ? -1 : a.origin > b.origin ? 1 : 0));
-  if (ordered.length === 0) return buildPolicySet('none', [], []);
+  const byOrigin = [...sources].sort((a, b) => (a.origin < b.origin ? -1 : a.origin > b.origin ? 1 : 0));
+  if (byOrigin.length === 0) return buildPolicySet('none', [], []);
+  const parsed = byOrigin.map((source) => ({ source, where: source.location ?? source.origin, ...parsePackSource(source) }));
+  const seenPacks = new Map<string, string>();
+  for (const p of parsed) {
+    const clash = seenPacks.get(p.spec.pack);
+    if (clash !== undefined) throw new PolicyLoadError(p.where, [p.doc.problem(['pack'], `"${p.spec.pack}" is also defined in ${clash}`)]);
+    seenPacks.set(p.spec.pack, p.where);
+  }
+  // Rules in pack-name order, so that where a pack came from (file or store) changes nothing.
+  parsed.sort((a, b) => (a.spec.pack < b.spec.pack ? -1 : a.spec.pack > b.spec.pack ? 1 : 0));
   const packs: PackInfo[] = [];
   const rules: CompiledRule[] = [];
-  const seenPacks = new Map<string, string>();
   const seenRules = new Map<string, string>();
-  const hash = createHash('sha256');
-  for (const source of ordered) {
-    const spec = parsePolicyPack(source);
-    const where = source.location ?? source.origin;
-    const clash = seenPacks.get(spec.pack);
-    if (clash !== undefined) throw new PolicyLoadError(where, [`pack: "${spec.pack}" is also defined in ${clash}`]);
-    seenPacks.set(spec.pack, where);
+  for (const { source, where, spec, digest, doc } of parsed) {
     let count = 0;
     const appliesTo = agentFilter(spec.applies_to);
     spec.rules.forEach((r, i) => {
       if (r.enabled === false) return;
       const other = seenRules.get(r.id);
-      if (other !== undefined) throw new PolicyLoadError(where, [`rules[${i}].id: "${r.id}" is also defined in ${other}`]);
+      if (other !== undefined) throw new PolicyLoadError(where, [doc.problem(['rules', i, 'id'], `"${r.id}" is also defined in ${other}`)]);
       seenRules.set(r.id, where);
-      rules.push(compileRule(where, spec.pack, i, r, appliesTo));
+      rules.push(compileRule(where, doc, spec.pack, i, r, appliesTo));
       count++;
     });
-    packs.push({ name: spec.pack, version: spec.version, origin: source.origin, rules: count });
-    hash.update(source.origin).update('\0').update(source.text).update('\0');
+    packs.push({ name: spec.pack, version: spec.version, origin: source.origin, rules: count, digest });
   }
-  const names = [...packs]
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    .map((p) => `${p.name}@${p.version}`)
-    .join('+');
-  return buildPolicySet(`${names}#${hash.digest('hex').slice(0, 10)}`, packs, rules);
+  return buildPolicySet(policySetVersion(packs), packs, rules);
 }

@@ -41,6 +41,8 @@ export interface PackInfo {
   readonly version: string;
   readonly origin: string;
   readonly rules: number;
+  /** SHA-256 (hex) of the pack's content (pack.ts packDigest): what policy_version's hash is made of. */
+  readonly digest: string;
 }
 
 export type RulesByTarget = Readonly<Record<PolicyTarget, readonly CompiledRule[]>>;

@@ -8,6 +8,7 @@ import { loadManifestDir } from '../../src/policy/manifest-files.js';
 import { compilePolicySet } from '../../src/policy/pack.js';
 import { BUNDLED_GOLDEN_FILE, BUNDLED_MANIFEST_DIR, BUNDLED_POLICY_DIR } from '../../src/policy/paths.js';
 import { emptyPolicySet } from '../../src/policy/policy-set.js';
+import { PolicyLoadError } from '../../src/policy/errors.js';
 
 const tmp = async (t: Test, files: Record<string, string>): Promise<string> => {
   const dir = await mkdtemp(join(tmpdir(), 'gov-policy-'));
@@ -55,26 +56,44 @@ t.test('rule defaults and shapes', async (t) => {
   t.same(set.policyRules.params.map((r) => r.id), ['a']);
 });
 
-t.test('bad packs fail with the file and the path', async (t) => {
-  const bad = async (text: string, re: RegExp) => {
+t.test('bad packs fail with the file, line, column and path', async (t) => {
+  const bad = async (text: string, re: RegExp, at?: { path: string; line: number; column: number }) => {
     const dir = await tmp(t, { 'broken.yaml': text });
-    await t.rejects(loadPolicyDir(dir), { name: 'PolicyLoadError', message: re });
+    const err = await loadPolicyDir(dir).then(() => null, (e: unknown) => e);
+    t.ok(err instanceof PolicyLoadError, `${re} is a PolicyLoadError`);
+    if (!(err instanceof PolicyLoadError)) return;
+    t.match(err.message, re);
+    if (at !== undefined) t.match(err.located[0], at, `${re} at ${at.line}:${at.column}`);
   };
-  await bad(pack('  - {id: r, targets: output, pattern: x, effect: explode}'), /broken\.yaml: rules\[0\]\.effect: /);
-  await bad(pack('  - {id: r, targets: everywhere, pattern: x, effect: block}'), /broken\.yaml: rules\[0\]\.targets/);
-  await bad(pack('  - {id: r, targets: output, detector: nonsense, effect: block}'), /rules\[0\]\.detector: unknown detector "nonsense"/);
-  await bad(pack('  - {id: r, targets: output, effect: block}'), /exactly one of `detector`, `pattern` or `when`/);
+  // pack('...') puts rule 0 on line 4 as `  - {id: r, targets: output, ...}`.
+  await bad(pack('  - {id: r, targets: output, pattern: x, effect: explode}'), /broken\.yaml:4:50: rules\[0\]\.effect: /, { path: 'rules[0].effect', line: 4, column: 50 });
+  await bad(pack('  - {id: r, targets: everywhere, pattern: x, effect: block}'), /broken\.yaml:4:22: rules\[0\]\.targets/, { path: 'rules[0].targets', line: 4, column: 22 });
+  await bad(pack('  - {id: r, targets: output, detector: nonsense, effect: block}'), /rules\[0\]\.detector: unknown detector "nonsense"/, { path: 'rules[0].detector', line: 4, column: 40 });
+  await bad(pack('  - {id: r, targets: output, effect: block}'), /broken\.yaml:4:5: rules\[0\]: a rule needs exactly one of `detector`, `pattern` or `when`/, { path: 'rules[0]', line: 4, column: 5 });
   await bad(pack('  - {id: r, targets: output, pattern: x, detector: email, effect: block}'), /exactly one/);
-  await bad(pack('  - {id: r, targets: output, pattern: "(a+)+", effect: block}'), /rules\[0\]\.pattern: .*catastrophically/);
+  await bad(pack('  - {id: r, targets: output, pattern: "(a+)+", effect: block}'), /broken\.yaml:4:39: rules\[0\]\.pattern: .*catastrophically/, { path: 'rules[0].pattern', line: 4, column: 39 });
   await bad(pack('  - {id: r, targets: output, pattern: "(", effect: block}'), /rules\[0\]\.pattern: invalid regular expression/);
-  await bad(pack('  - {id: r, targets: output, pattern: x, effect: block, colour: red}'), /rules\[0\]: Unrecognized key/);
+  await bad(pack('  - {id: r, targets: output, pattern: x, effect: block, colour: red}'), /rules\[0\]: Unrecognized key/, { path: 'rules[0]', line: 4, column: 57 });
   await bad(pack('  - {id: r, targets: output, pattern: x, effect: penalty, amount: 500}'), /rules\[0\]\.amount/);
-  await bad('pack: p\nrules: []\n', /broken\.yaml: version/);
-  await bad('pack: [unclosed\n', /broken\.yaml: invalid YAML/);
-  await bad(pack('  - {id: r, targets: output, pattern: x, effect: block}\n  - {id: r, targets: output, pattern: y, effect: block}'), /rules\[1\]\.id: "r" is also defined/);
+  await bad('pack: p\nrules: []\n', /broken\.yaml:1:1: version/, { path: 'version', line: 1, column: 1 });
+  await bad('pack: [unclosed\n', /broken\.yaml:2:1: invalid YAML/, { path: '', line: 2, column: 1 });
+  await bad('pack: p\npack: q\n', /broken\.yaml:2:1: invalid YAML: Map keys must be unique/);
+  await bad(pack('  - id: r\n    when: {path: model, eq: a, ne: b}\n    effect: block'), /broken\.yaml:5:11: rules\[0\]\.when: /, { path: 'rules[0].when', line: 5, column: 11 });
+  await bad(pack('  - {id: r, targets: output, pattern: x, effect: block}\n  - {id: r, targets: output, pattern: y, effect: block}'), /broken\.yaml:5:10: rules\[1\]\.id: "r" is also defined/, { path: 'rules[1].id', line: 5, column: 10 });
   const two = await tmp(t, { 'a.yaml': pack('  - {id: r, targets: output, pattern: x, effect: block}'), 'b.yaml': pack('  - {id: q, targets: output, pattern: x, effect: block}') });
-  await t.rejects(loadPolicyDir(two), /b\.yaml: pack: "p" is also defined in .*a\.yaml/);
+  await t.rejects(loadPolicyDir(two), /b\.yaml:1:7: pack: "p" is also defined in .*a\.yaml/);
   await t.rejects(loadPolicyDir(join(tmpdir(), 'gov-no-such-dir-x')), /cannot read policy directory/);
+});
+
+t.test('JSON packs: strict JSON, positions from the same text', async (t) => {
+  const json = '{\n  "pack": "j",\n  "version": "1.0.0",\n  "rules": [\n    {"id": "r", "targets": "output", "pattern": "x", "effect": "explode"}\n  ]\n}\n';
+  const err = (() => { try { compilePolicySet([{ origin: 'j.json', text: json, format: 'json' }]); return null; } catch (e) { return e as PolicyLoadError; } })();
+  t.match(err?.located, [{ path: 'rules[0].effect', line: 5, column: 64 }]);
+  const syntax = (() => { try { compilePolicySet([{ origin: 'j.json', text: '{\n  "pack": "j",\n  "version": 1,\n}', format: 'json' }]); return null; } catch (e) { return e as PolicyLoadError; } })();
+  t.match(syntax?.message, /^j\.json:4:1: invalid JSON/);
+  const ok = compilePolicySet([{ origin: 'j.json', text: json.replace('explode', 'block'), format: 'json' }]);
+  const asYaml = compilePolicySet([{ origin: 'other-name.yaml', text: 'pack: j\nversion: 1.0.0\n# a comment\nrules:\n  - {id: r, targets: output, pattern: x, effect: block}\n' }]);
+  t.equal(ok.version, asYaml.version, 'the same pack as JSON or YAML, under any file name, is the same version');
 });
 
 t.test('golden files', async (t) => {
