@@ -45,6 +45,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_AUDIT_MAX_TEXT_CHARS', modes: ['embedded', 'gateway', 'sidecar'], default: '65536', help: 'longest string a row stores whole; a longer one is stored as its first this-many characters plus its length and SHA-256 (the decision still reads all of it)' },
   { name: 'GOV_AUDIT_ENCRYPTION_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: '32-byte key (64 hex chars or base64): payloads stored AES-256-GCM encrypted' },
   { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'policies', help: 'directory of YAML policy packs' },
+  { name: 'GOV_POLICY_WATCH', modes: ['embedded', 'gateway', 'sidecar'], default: 'true', help: 'hot reload: watch GOV_POLICY_DIR and publish/activate changed packs; a bad file keeps the last good version (docs/policies.md)' },
+  { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
@@ -124,6 +126,9 @@ export interface Settings {
   ledgerMaxPendingRows: number;
   ledgerBackpressureWaitMs: number;
   policyDir: string;
+  /** GOV_POLICY_WATCH: hot reload of policyDir (runtime/policy-watcher.ts). */
+  policyWatch: boolean;
+  policyWatchIntervalMs: number;
   manifestDir: string;
   reviewSlaMinutes: number;
   logLevel: string;
@@ -200,6 +205,8 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     ledgerMaxPendingRows: parse('GOV_LEDGER_MAX_PENDING_ROWS', z.coerce.number().int().min(1).max(10_000_000), get('GOV_LEDGER_MAX_PENDING_ROWS') ?? '10000'),
     ledgerBackpressureWaitMs: parse('GOV_LEDGER_BACKPRESSURE_WAIT_MS', z.coerce.number().int().min(0).max(600_000), get('GOV_LEDGER_BACKPRESSURE_WAIT_MS') ?? '5000'),
     policyDir: get('GOV_POLICY_DIR') ?? shipped(cwd, 'policies'),
+    policyWatch: parse('GOV_POLICY_WATCH', bool, get('GOV_POLICY_WATCH') ?? 'true'),
+    policyWatchIntervalMs: parse('GOV_POLICY_WATCH_INTERVAL_MS', z.coerce.number().int().min(100).max(3_600_000), get('GOV_POLICY_WATCH_INTERVAL_MS') ?? '2000'),
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     logLevel,

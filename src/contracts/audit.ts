@@ -1,7 +1,11 @@
 import { z } from 'zod';
 import { EnvelopeId, Outcome, RiskTier } from './common.js';
 
-export const Phase = z.enum(['validate', 'pre_check', 'post_check', 'decision']);
+/**
+ * `policy`: a policy change (a pack version published, activated or deactivated), written by
+ * runtime/policy-registry.ts with agent_id `gov:policy`; it is no execution and counts in no agent's stats.
+ */
+export const Phase = z.enum(['validate', 'pre_check', 'post_check', 'decision', 'policy']);
 export type Phase = z.infer<typeof Phase>;
 
 /** The header fields that the hash chain covers in canonical form. */
@@ -44,6 +48,8 @@ export const AuditListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(50),
   agent_id: z.string().max(200).optional(),
   outcome: Outcome.optional(),
+  /** Only rows of this phase. Without it, every phase but `policy`: policy changes are listed with phase=policy. */
+  phase: Phase.optional(),
   since: z.iso.datetime({ offset: true }).optional(),
   cursor: z.string().max(64).regex(/^[0-9]+$/, 'cursor must be a value returned as next_cursor')
     .refine((c) => Number.isSafeInteger(Number(c)), 'cursor must be a value returned as next_cursor').optional(),

@@ -9,6 +9,8 @@ export interface ListPlan {
   agentId: string | undefined;
   outcome: string | undefined;
   sinceMs: number | undefined;
+  /** Only rows of this phase; undefined: every phase but `policy` (policy changes are no executions). */
+  phase: string | undefined;
   /** Scan rows with seq strictly below this. */
   below: number;
 }
@@ -27,7 +29,7 @@ export function planList(q: Partial<AuditListQuery>, headSeq: number): ListPlan 
     sinceMs = Date.parse(q.since);
     if (Number.isNaN(sinceMs)) throw new RangeError('since must be an ISO 8601 date-time');
   }
-  return { limit, agentId: q.agent_id, outcome: q.outcome, sinceMs, below };
+  return { limit, agentId: q.agent_id, outcome: q.outcome, sinceMs, phase: q.phase, below };
 }
 
 /**
@@ -42,6 +44,7 @@ export function collectPage(rowsDescending: Iterable<readonly [number, Buffer]>,
     if (plan.sinceMs !== undefined && Date.parse(row.timestamp) < plan.sinceMs) break;
     if (plan.agentId !== undefined && row.agent_id !== plan.agentId) continue;
     if (plan.outcome !== undefined && row.decision !== plan.outcome) continue;
+    if (plan.phase === undefined ? row.phase === 'policy' : row.phase !== plan.phase) continue;
     if (items.length === plan.limit) {
       return { items, next_cursor: String(items[items.length - 1].seq) };
     }

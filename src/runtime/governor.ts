@@ -218,6 +218,7 @@ export class Governor {
     // A re-run of a re-run re-decides the original execution.
     if (row.phase === 'decision' && row.parent_envelope_id) row = await this.d.ledger.get(row.parent_envelope_id);
     if (row === null) throw new AppError('not_found', `the original of envelope ${envelopeId} is missing`);
+    if (row.phase === 'policy') throw new AppError('conflict', `envelope ${row.envelope_id} records a policy change, not a decision`);
     const payload = row.payload as StoredPayload | null;
     if (payload === null) throw new AppError('conflict', `the payload of envelope ${row.envelope_id} has been erased`);
     let input: EngineInput;
@@ -239,16 +240,17 @@ export class Governor {
    * The engine's verdict on an execution or a proposed action with the rules in force, and those rules:
    * no row, no review push, no decision counted (the policy API's dry run).
    */
-  dryRun(input: EngineInput): { result: EngineResult; policies: RuleSet['policies'] } {
-    return { result: this.evaluateInput(input), policies: this.d.rules().policies };
+  dryRun(input: EngineInput, policies?: PolicySet): { result: EngineResult; policies: RuleSet['policies'] } {
+    return { result: this.evaluateInput(input, policies), policies: policies ?? this.d.rules().policies };
   }
 
-  private evaluateInput(input: EngineInput): EngineResult {
+  /** `policies`: another set than the active one (a dry run against a named, possibly inactive, version). */
+  private evaluateInput(input: EngineInput, policies?: PolicySet): EngineResult {
     const rules = this.d.rules();
     const reliability = this.d.useHistoricalReliability ? reliabilityFromStats(this.d.ledger.agentStats(input.agent_id)) : null;
     return evaluate(input, {
       manifest: this.d.manifests.get(input.agent_id),
-      policies: rules.policies,
+      policies: policies ?? rules.policies,
       golden: rules.golden,
       config: rules.config,
       reliability,

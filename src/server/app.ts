@@ -11,6 +11,7 @@ import type { KillSwitch } from '../runtime/kill-switch.js';
 import type { ManifestRegistry } from '../runtime/manifest-registry.js';
 import type { RateLimiter } from '../runtime/rate-limiter.js';
 import type { ReviewQueue } from '../runtime/review-queue.js';
+import type { PolicyRegistry } from '../runtime/policy-registry.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { Authenticator } from './authenticators.js';
 import { authPlugin } from './plugins/auth.js';
@@ -38,6 +39,7 @@ export interface AppDeps {
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
   reviewQueue: ReviewQueue;
+  policies: PolicyRegistry;
   authenticator: Authenticator;
   /** Features this deployment includes (judge, trust_chain, sso, ...): absent ones answer 402. */
   entitlements: ReadonlySet<string>;

@@ -21,7 +21,10 @@ export const CAPABILITIES = {
   'review.read': { min: 'developer', description: 'read the human review queue' },
   'metrics.read': { min: 'free', description: 'Prometheus metrics' },
   'auth.check': { min: 'free', description: 'validate the presented token' },
-  'policy.evaluate': { min: 'developer', entitlement: 'policy_api', description: 'policy dry runs and versioning' },
+  'policy.evaluate': { min: 'developer', entitlement: 'policy_api', description: 'policy dry runs' },
+  'policy.read': { min: 'developer', entitlement: 'policy_api', description: 'read policy packs, their versions, history and diffs' },
+  // Publishing or activating changes what every agent may do: the same bar as the kill switch.
+  'policy.write': { min: 'team', entitlement: 'policy_api', description: 'publish, activate, roll back and deactivate policy pack versions' },
   'certify': { min: 'team', entitlement: 'certification', description: 'agent certification' },
   'analytics': { min: 'team', entitlement: 'analytics', description: 'analytics, insights, search, dashboard, feedback' },
   'alerts': { min: 'team', entitlement: 'alerts', description: 'alert engine' },

@@ -11,11 +11,17 @@ import { openMemoryStorage } from '../ledger/memory.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import type { Storage } from '../ledger/port.js';
 import { loadGoldenFile } from '../policy/golden.js';
-import { loadPolicyDir } from '../policy/loader.js';
+import { emptyPolicySet } from '../policy/policy-set.js';
+import { PolicyLoadError } from '../policy/errors.js';
+import { readYamlDir } from '../policy/loader.js';
+import type { PolicySource } from '../policy/pack.js';
+import { KvPolicyVersionStore } from '../policy/version-store.js';
 import { loadManifestDir } from '../policy/manifest-files.js';
 import { Governor, type RuleSet } from '../runtime/governor.js';
 import { KillSwitch } from '../runtime/kill-switch.js';
 import { ManifestRegistry } from '../runtime/manifest-registry.js';
+import { PolicyRegistry, type FileSyncReport } from '../runtime/policy-registry.js';
+import { fingerprint, PolicyDirWatcher } from '../runtime/policy-watcher.js';
 import { MemorySlidingWindowLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { GovMetrics } from '../telemetry/metrics.js';
@@ -30,6 +36,10 @@ export interface Composed {
   governor: Governor;
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
+  /** Published policy versions and the active set (runtime/policy-registry.ts). */
+  policies: PolicyRegistry;
+  /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
+  policyWatcher: PolicyDirWatcher | null;
   metrics: GovMetrics;
   logger: Logger;
   /** The bearer token of an embedded gateway (generated when GOV_EMBED_TOKEN is unset). */
@@ -77,12 +87,25 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
   return { ledger, kv: storage.kv, close: async () => { await ledger.close(); await storage.close(); } };
 }
 
-async function loadRules(settings: Settings): Promise<RuleSet> {
-  return {
-    policies: await loadPolicyDir(settings.policyDir),
-    golden: await loadGoldenFile(join(settings.manifestDir, 'golden.yaml')),
-    config: SCORING_CONFIG,
-  };
+async function readPolicySources(dir: string): Promise<PolicySource[]> {
+  try {
+    return await readYamlDir(dir);
+  } catch (e) {
+    throw new PolicyLoadError(dir, [`cannot read policy directory: ${(e as Error).message}`]);
+  }
+}
+
+/** Logs a reload pass: what changed, and each refused file by line, column and reason (never its content). */
+function logPolicyReport(logger: Logger, report: FileSyncReport): void {
+  for (const e of report.errors) {
+    for (const p of e.located) {
+      logger.error({ policy_file: e.origin, line: p.line, column: p.column, path: p.path, reason: p.message }, 'policy file refused; its pack keeps its last good version');
+    }
+  }
+  if (report.published.length > 0 || report.activated.length > 0) {
+    logger.info({ published: report.published, activated: report.activated, policy_version: report.policy_version }, 'policy files reloaded');
+  }
+  if (report.kept.length > 0) logger.warn({ kept: report.kept }, 'policy files name other versions than the ones activated through the API; the API activation stands');
 }
 
 /**
@@ -93,10 +116,47 @@ async function loadRules(settings: Settings): Promise<RuleSet> {
 export async function compose(settings: Settings, opts: ComposeOptions = {}): Promise<Composed> {
   const clock = opts.clock ?? (() => new Date());
   const logger = opts.logger ?? createLogger(settings);
-  const rules = await loadRules(settings);
+  const policySources = await readPolicySources(settings.policyDir);
+  const golden = await loadGoldenFile(join(settings.manifestDir, 'golden.yaml'));
   const manifestFiles = await loadManifestDir(join(settings.manifestDir, 'agents'));
   const rateRules = await loadRateLimits(settings.rateLimitFile);
   const storage = await openStorage(settings, logger);
+  const metrics = new GovMetrics();
+
+  // One RuleSet object, replaced when the active policy set changes, so the per-call read allocates nothing.
+  let rules: RuleSet = { policies: emptyPolicySet(), golden, config: SCORING_CONFIG };
+  const policies = new PolicyRegistry({
+    store: new KvPolicyVersionStore(storage.kv),
+    ledger: storage.ledger,
+    clock,
+    scoreVersion: SCORING_CONFIG.version,
+    onActiveChange: (set) => {
+      rules = { ...rules, policies: set };
+      metrics.setActivePolicy(set.version);
+    },
+  });
+  let policyWatcher: PolicyDirWatcher | null = null;
+  try {
+    await policies.loadActive();
+    // Start-up is strict, as before: a bad pack file stops the process rather than run without it.
+    const report = await policies.syncFiles(policySources, true);
+    logPolicyReport(logger, report);
+    if (settings.policyWatch) {
+      policyWatcher = new PolicyDirWatcher({
+        dir: settings.policyDir,
+        registry: policies,
+        intervalMs: settings.policyWatchIntervalMs,
+        onReport: (r) => {
+          metrics.recordPolicyReload(r.errors.length);
+          logPolicyReport(logger, r);
+        },
+      }, fingerprint(policySources));
+      policyWatcher.start();
+    }
+  } catch (e) {
+    await storage.close();
+    throw e;
+  }
 
   let token: string | null = null;
   let tokenGenerated = false;
@@ -111,7 +171,6 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     authenticator = settings.authEnabled ? govTokenAuthenticator(settings.apiKeys, settings.jwtSecret, { audience: settings.jwtAudience, issuer: settings.jwtIssuer }) : openAuthenticator();
   }
 
-  const metrics = new GovMetrics();
   const killSwitch = new KillSwitch(storage.kv, settings.envKillSwitch);
   const manifests = new ManifestRegistry(storage.kv, manifestFiles);
   const reviewQueue = new ReviewQueue(storage.kv);
@@ -138,6 +197,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     killSwitch,
     manifests,
     reviewQueue,
+    policies,
     authenticator,
     entitlements: ENTITLEMENTS,
     limiter: new MemorySlidingWindowLimiter(),
@@ -158,6 +218,8 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     governor,
     killSwitch,
     manifests,
+    policies,
+    policyWatcher,
     metrics,
     logger,
     token,
@@ -166,6 +228,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
       if (closed) return;
       closed = true;
       // Stop taking requests and let in-flight ones finish (their rows commit), then close the ledger.
+      await policyWatcher?.close();
       await app.close();
       await storage.close();
     },

@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 const LATENCY_BUCKETS_MS = [0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500];
 const AGENT_LABEL = /^[\w\-.]{1,100}$/;
@@ -15,6 +15,20 @@ export class GovMetrics {
   readonly validationLatency = new Histogram({ name: 'gov_validation_latency_ms', help: 'Time to decide and commit one governed call (ms)', labelNames: ['agent_id'], buckets: LATENCY_BUCKETS_MS, registers: [this.registry] });
   readonly requests = new Counter({ name: 'gov_gateway_requests_total', help: 'HTTP requests by route template, status and agent', labelNames: ['path', 'status', 'agent_id'], registers: [this.registry] });
   readonly requestLatency = new Histogram({ name: 'gov_gateway_request_latency_ms', help: 'HTTP request latency by route template (ms)', labelNames: ['path', 'agent_id'], buckets: LATENCY_BUCKETS_MS, registers: [this.registry] });
+
+  readonly policyReloads = new Counter({ name: 'gov_policy_reload_total', help: 'Passes over GOV_POLICY_DIR that found a change, by result (error: a file was refused and its pack kept its last good version)', labelNames: ['result'], registers: [this.registry] });
+  readonly policyReloadErrors = new Gauge({ name: 'gov_policy_reload_errors', help: 'Policy files refused by the last reload pass (0: all good)', registers: [this.registry] });
+  readonly policyActive = new Gauge({ name: 'gov_policy_active_info', help: 'The active policy set (value 1; its decision.policy_version as the label)', labelNames: ['version'], registers: [this.registry] });
+
+  setActivePolicy(version: string): void {
+    this.policyActive.reset();
+    this.policyActive.set({ version }, 1);
+  }
+
+  recordPolicyReload(refusedFiles: number): void {
+    this.policyReloads.inc({ result: refusedFiles === 0 ? 'ok' : 'error' });
+    this.policyReloadErrors.set(refusedFiles);
+  }
 
   recordDecision(agentId: string, outcome: string, latencyMs: number): void {
     const agent = agentLabel(agentId);

@@ -55,7 +55,8 @@ t.test('audit API', async (t) => {
   t.equal(row.agent_id, 'support-bot');
   t.equal(row.decision, 'approve');
   t.equal(row.risk_tier, 'low');
-  t.equal(row.timestamp, '2026-03-01T10:00:01.000Z');
+  // Start-up took two ticks of the clock: publishing the shipped pack and activating it (two `policy` rows).
+  t.equal(row.timestamp, '2026-03-01T10:00:03.000Z');
   t.equal(row.parent_envelope_id, null);
   t.match(row.hash, /^[0-9a-f]{64}$/);
   t.match(row.prev_hash, /^[0-9a-f]{64}$/);
@@ -64,7 +65,9 @@ t.test('audit API', async (t) => {
   t.equal((await gw.request('GET', '/v1/audit/executions/0b6f4bb3-3c55-4b4e-9f0e-8f1f7c9c2a11')).status, 404);
 
   const verify = ChainVerifyResponse.parse((await gw.request('GET', '/v1/audit/chain/verify')).body);
-  t.same(verify, { valid: true, rows_checked: 6, first_invalid_seq: null, head_hash: all.body.items[0].hash, anchor: { status: 'match', seq: 6 } });
+  t.same(verify, { valid: true, rows_checked: 8, first_invalid_seq: null, head_hash: all.body.items[0].hash, anchor: { status: 'match', seq: 8 } });
+  const policyRows = await gw.request('GET', '/v1/audit/executions?phase=policy');
+  t.same(policyRows.body.items.map((r: { phase: string; agent_id: string; seq: number }) => [r.seq, r.phase, r.agent_id]), [[2, 'policy', 'gov:policy'], [1, 'policy', 'gov:policy']], 'the policy rows are listed apart, with phase=policy');
 });
 
 t.test(':memory: keeps an always-empty audit list across runs', async (t) => {
