@@ -137,9 +137,16 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
   });
   let policyWatcher: PolicyDirWatcher | null = null;
   try {
-    await policies.loadActive();
+    try {
+      await policies.loadActive();
+    } catch (e) {
+      // A stored active version this release no longer reads: a file may replace it below; if none does,
+      // the strict load after the sync stops start-up naming it.
+      if (!(e instanceof PolicyLoadError)) throw e;
+    }
     // Start-up is strict, as before: a bad pack file stops the process rather than run without it.
     const report = await policies.syncFiles(policySources, true);
+    await policies.loadActive();
     logPolicyReport(logger, report);
     if (settings.policyWatch) {
       policyWatcher = new PolicyDirWatcher({
