@@ -85,6 +85,16 @@ t.test('bad packs fail with the file, line, column and path', async (t) => {
   await t.rejects(loadPolicyDir(join(tmpdir(), 'gov-no-such-dir-x')), /cannot read policy directory/);
 });
 
+t.test('packs behind symlinks (a ConfigMap mount) are read; directories are not', async (t) => {
+  const { mkdir: mk, symlink } = await import('node:fs/promises');
+  const dir = await tmp(t, {});
+  await mk(join(dir, '..2026_data'));
+  await writeFile(join(dir, '..2026_data', 'p.yaml'), pack('  - {id: r, targets: output, pattern: x, effect: block}'));
+  await symlink(join(dir, '..2026_data', 'p.yaml'), join(dir, 'p.yaml'));
+  await mk(join(dir, 'sub.yaml'));
+  t.match((await loadPolicyDir(dir)).version, /^p@1\.0\.0#/);
+});
+
 t.test('JSON packs: strict JSON, positions from the same text', async (t) => {
   const json = '{\n  "pack": "j",\n  "version": "1.0.0",\n  "rules": [\n    {"id": "r", "targets": "output", "pattern": "x", "effect": "explode"}\n  ]\n}\n';
   const err = (() => { try { compilePolicySet([{ origin: 'j.json', text: json, format: 'json' }]); return null; } catch (e) { return e as PolicyLoadError; } })();
