@@ -99,6 +99,21 @@ export class PolicyDirWatcher {
     }
     const print = fingerprint(sources);
     if (print === this.lastSeen) return null;
+    // A file caught mid-write may still parse (YAML cut at a rule boundary is a valid, shorter pack) and a
+    // published version is immutable: act only on a directory that reads the same twice, a moment apart.
+    await new Promise((resolve) => setTimeout(resolve, this.o.debounceMs ?? 150).unref());
+    let settled: PolicySource[];
+    try {
+      settled = await readYamlDir(this.o.dir);
+    } catch {
+      this.again = true;
+      return null;
+    }
+    if (this.closed) return null;
+    if (fingerprint(settled) !== print) {
+      this.again = true;
+      return null;
+    }
     let report: FileSyncReport;
     try {
       report = await this.o.registry.syncFiles(sources, false);

@@ -2,7 +2,7 @@
 // without a restart; a bad file, or a published version changed in place, is refused: the last good version
 // stays active and the refusal shows in the logs (file, line, column, reason; no pack content) and in
 // /metrics. Every wait polls an observable condition with a bounded deadline.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -19,6 +19,12 @@ rules:
 `;
 
 const saying = (word: string) => workedExample({ output: { answer: `Order 1234 has shipped, ${word}.`, sources: ['lookup_order'] } });
+
+/** As a deployment tool should: a whole new file renamed into place, so no pass can read it half-written. */
+function replace(path: string, text: string): void {
+  writeFileSync(`${path}.tmp`, text);
+  renameSync(`${path}.tmp`, path);
+}
 
 function metric(text: string, name: string): number {
   const m = new RegExp(`^${name.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(text);
@@ -39,7 +45,7 @@ t.test('hot reload: new versions go live, bad files keep the last good one', asy
   t.match(await metrics(), /gov_policy_active_info\{version="house@1\.0\.0#[0-9a-f]{10}"\} 1/);
 
   // A new version in the file: live on the next decision, no restart.
-  writeFileSync(join(dir, 'house.yaml'), pack('1.1.0', 'beta'));
+  replace(join(dir, 'house.yaml'), pack('1.1.0', 'beta'));
   const v11 = await eventually(active, (v) => v.startsWith('house@1.1.0#'));
   t.match(v11, /^house@1\.1\.0#/, 'the new file version became active');
   const d = await gw.request('POST', '/v1/runtime/validate', { body: saying('beta') });
@@ -50,7 +56,7 @@ t.test('hot reload: new versions go live, bad files keep the last good one', asy
   t.match(await metrics(), new RegExp(`gov_policy_active_info\\{version="${v11.replace(/[.+]/g, (c) => `\\${c}`)}"\\} 1`));
 
   // A broken file: refused, reported, and 1.1.0 stays active.
-  writeFileSync(join(dir, 'house.yaml'), pack('1.2.0', 'gamma', 'explode'));
+  replace(join(dir, 'house.yaml'), pack('1.2.0', 'gamma', 'explode'));
   const m1 = await eventually(metrics, (m) => metric(m, 'gov_policy_reload_total{result="error"}') >= 1);
   t.equal(metric(m1, 'gov_policy_reload_total{result="error"}'), 1, 'the refusal is counted');
   t.equal(metric(m1, 'gov_policy_reload_errors'), 1, 'and the last pass refused one file');
@@ -61,13 +67,13 @@ t.test('hot reload: new versions go live, bad files keep the last good one', asy
   t.notOk(gw.logs.some((l) => l.includes('CONFIDENTIAL-PACK-TEXT')), 'no pack content in the logs');
 
   // The same version with other content: immutable, refused.
-  writeFileSync(join(dir, 'house.yaml'), pack('1.1.0', 'delta'));
+  replace(join(dir, 'house.yaml'), pack('1.1.0', 'delta'));
   await eventually(metrics, (m) => metric(m, 'gov_policy_reload_total{result="error"}') >= 2);
   t.equal(await active(), v11);
   t.ok(gw.logs.some((l) => /already published with other content/.test(l) && l.includes('"line":2')), 'the clash is logged at the version line');
 
   // Fixed with a new version: live again, the error gauge back to 0.
-  writeFileSync(join(dir, 'house.yaml'), pack('1.3.0', 'epsilon'));
+  replace(join(dir, 'house.yaml'), pack('1.3.0', 'epsilon'));
   const v13 = await eventually(active, (v) => v.startsWith('house@1.3.0#'));
   t.match(v13, /^house@1\.3\.0#/);
   t.equal(metric(await metrics(), 'gov_policy_reload_errors'), 0);
@@ -82,7 +88,7 @@ t.test('hot reload: new versions go live, bad files keep the last good one', asy
 
 t.test('GOV_POLICY_WATCH=false: no watcher is started', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'gov-reload-'));
-  writeFileSync(join(dir, 'house.yaml'), pack('1.0.0', 'alpha'));
+  replace(join(dir, 'house.yaml'), pack('1.0.0', 'alpha'));
   const gw = await startGateway({ env: { GOV_POLICY_DIR: dir, GOV_POLICY_WATCH: 'false' } });
   t.teardown(async () => {
     await gw.close();
