@@ -27,7 +27,7 @@ export function shannonEntropy(s: string): number {
  * configuration (`process.env.X`, `os.environ[…]`, `os.getenv(…)`, `settings.X`).
  */
 const PLACEHOLDER =
-  /your|example|sample|placeholder|change[_-]?me|replace|insert|redacted|dummy|xxxx|XXXX|\*\*\*|\.\.\.|<|>|\$\{|\{\{|%\(|^\$[A-Za-z_]|process\.env|os\.environ|os\.getenv|getenv|environ|^env\.|^settings\.|^config\.|^secrets\./i;
+  /your|example|sample|placeholder|0123456789abcdef|change[_-]?me|replace|insert|redacted|dummy|xxxx|XXXX|\*\*\*|\.\.\.|<|>|\$\{|\{\{|%\(|^\$[A-Za-z_]|process\.env|os\.environ|os\.getenv|getenv|environ|^env\.|^settings\.|^config\.|^secrets\./i;
 
 export function isPlaceholder(value: string): boolean {
   if (PLACEHOLDER.test(value)) return true;
@@ -196,6 +196,19 @@ const CREDENTIAL_HINT = /key|secret|token|authorization/i;
 const PASSWORD_ASSIGNMENT =
   /(?<![a-z0-9])(?:password|passwort|kennwort|passwd|pwd|pass|passphrase|contraseña|contrasena|mot de passe|senha|parola d'ordine)["']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}["']?([^\s"',;]{1,256})([ \t]{1,4}[a-z]{2,})?/gi;
 
+/**
+ * "Your temporary password is Xk9#…", "Su contraseña es …", "Das Passwort ist …": the sentence form, which
+ * reads like prose, so its value must look like a password (a letter and a digit or symbol, 6+ characters).
+ */
+const PASSWORD_SENTENCE =
+  /(?<![a-z0-9])(?:password|passwort|kennwort|passphrase|contraseña|contrasena|mot de passe|senha)[ \t]{1,4}(?:is|es|est|ist|é|era|was)[ \t]{1,4}["'“]?([^\s"',;”]{6,256})/gi;
+
+function passwordSentenceAt(m: RegExpMatchArray): boolean {
+  const value = m[1].replace(/[.)!—]+$/, '');
+  if (value.length < 6 || !/[A-Za-z]/.test(value) || !/[\d!@#$%^&*_+=?~-]/.test(value)) return false;
+  return !isPlaceholder(value) && !isCode(value) && !PASSWORD_STAND_IN.test(value);
+}
+
 const PASSWORD_STAND_IN = /^(?:password|passwort|pass|passwd|pwd|secret|changeme|change_me|change-me|none|null|nil|undefined|true|false|required|optional|hidden|masked|empty|n\/a|tbd|todo|\*+|x+|\.+|-+|\?+)$/i;
 
 function passwordAt(m: RegExpMatchArray): boolean {
@@ -209,6 +222,8 @@ function passwordAt(m: RegExpMatchArray): boolean {
   if (m[2] !== undefined && /^[a-z]+$/.test(value)) return false;
   return true;
 }
+
+const PASSWORD_HINT = /pass|pwd|kennwort|contrase|senha|parola/i;
 
 // --- Connection strings ------------------------------------------------------------------------------------
 
@@ -251,7 +266,14 @@ export const SECRET_DETECTORS: ReadonlyArray<[string, TextMatcher]> = [
   ['private_key', firstOf('private key', validated('PEM private key', PEM, () => true, (t) => t.includes('PRIVATE KEY')), validated('PuTTY private key', PUTTY, () => true, (t) => t.includes('PuTTY-User-Key')))],
   ['provider_token', formatsMatcher('provider API token', PROVIDER_FORMATS)],
   ['connection_string', validated('connection string with a password', CONNECTION, connectionAt, (t) => t.includes('://'))],
-  ['password_assignment', validated('password assignment', PASSWORD_ASSIGNMENT, passwordAt, (t) => /pass|pwd|kennwort|contrase|senha|parola/i.test(t))],
+  [
+    'password_assignment',
+    firstOf(
+      'password assignment',
+      validated('password assignment', PASSWORD_ASSIGNMENT, passwordAt, (t) => PASSWORD_HINT.test(t)),
+      validated('password sentence', PASSWORD_SENTENCE, passwordSentenceAt, (t) => PASSWORD_HINT.test(t)),
+    ),
+  ],
   [
     'secret_assignment',
     firstOf(

@@ -58,7 +58,7 @@ export function before(text: string, index: number, n: number): string {
  * ~40 characters before a candidate, so the anchored pattern runs on a bounded string.
  */
 const ID_LABEL =
-  /(?:^|[^a-z])(?:order|orders|tracking|track|invoice|inv|ticket|case|claim|reference|ref|confirmation|booking|reservation|sku|model|part|serial|imei|meid|isbn|item|policy|account|acct|transaction|txn|shipment|waybill|awb|parcel|package|customer|member|routing|pedido|commande|bestellung|factura|rechnung|sendung|sendungsnummer|auftrag|rma)(?:[ _-]?(?:id|no|nr|num|number|code|#))?(?:\s+(?:is|was))?\.?["']?\s{0,3}(?::|#|=|n[º°o]\.?)?\s{0,3}["']?#?\s{0,2}$/;
+  /(?:^|[^a-z])(?:order|orders|tracking|track|invoice|inv|ticket|case|claim|reference|ref|confirmation|booking|reservation|sku|model|part|serial|imei|meid|isbn|item|policy|account|acct|transaction|txn|shipment|waybill|awb|parcel|package|customer|member|routing|ean|upc|gtin|barcode|pedido|commande|bestellung|factura|rechnung|sendung|sendungsnummer|auftrag|rma)(?:[ _-]?(?:id|no|nr|num|number|code|#))?(?:\s+(?:is|was))?\.?["']?\s{0,3}(?::|#|=|n[º°o]\.?)?\s{0,3}["']?#?\s{0,2}$/;
 
 export function labelledAsId(text: string, index: number): boolean {
   return ID_LABEL.test(before(text, index, 40));
