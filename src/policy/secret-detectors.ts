@@ -249,7 +249,9 @@ function connectionAt(m: RegExpMatchArray): boolean {
  * PuTTY key files (`PuTTY-User-Key-File-N:` with `Private-Lines:`) fire too.
  */
 const PEM = /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----((?:\s|\\[rn]){1,8}(?:(?:Proc-Type|DEK-Info|Comment):[^\n\\]{0,200}(?:\s|\\[rn]){1,8}){0,3})([A-Za-z0-9+/=]{16})/g;
-const PUTTY = /PuTTY-User-Key-File-\d: [\w-]{3,30}[\s\S]{0,2000}?Private-Lines: \d{1,3}\s{1,4}[A-Za-z0-9+/=]{16}/g;
+const PUTTY = /PuTTY-User-Key-File-\d: [\w-]{3,30}/g;
+const PUTTY_PRIVATE = /Private-Lines: \d{1,3}\s{1,4}[A-Za-z0-9+/=]{16}/;
+const puttyAt = (m: RegExpMatchArray, text: string) => PUTTY_PRIVATE.test(text.slice(m.index!, m.index! + 4000));
 
 // --- The sk- family ----------------------------------------------------------------------------------------
 
@@ -263,7 +265,7 @@ export const SECRET_DETECTORS: ReadonlyArray<[string, TextMatcher]> = [
   ],
   ['sk_api_key', validated('sk- API key', SK, (m) => tokenBody(m[1], 20), (t) => t.includes('sk-'))],
   ['github_token', validated('GitHub token', /(?<![\w])gh[pousr]_([A-Za-z0-9]{36,255})/, (m) => tokenBody(m[1], 36), (t) => t.includes('gh'))],
-  ['private_key', firstOf('private key', validated('PEM private key', PEM, () => true, (t) => t.includes('PRIVATE KEY')), validated('PuTTY private key', PUTTY, () => true, (t) => t.includes('PuTTY-User-Key')))],
+  ['private_key', firstOf('private key', validated('PEM private key', PEM, () => true, (t) => t.includes('PRIVATE KEY')), validated('PuTTY private key', PUTTY, puttyAt, (t) => t.includes('PuTTY-User-Key')))],
   ['provider_token', formatsMatcher('provider API token', PROVIDER_FORMATS)],
   ['connection_string', validated('connection string with a password', CONNECTION, connectionAt, (t) => t.includes('://'))],
   [
