@@ -6,7 +6,7 @@
  * do not fire while real values do.
  */
 import type { TextMatcher } from './detectors.js';
-import { validated } from './validated-detectors.js';
+import { firstOf, lower, mayHoldToken, memo, validated } from './validated-detectors.js';
 
 /** Shannon entropy of `s` in bits per character. */
 export function shannonEntropy(s: string): number {
@@ -71,14 +71,16 @@ function tokenBody(body: string, minLength: number): boolean {
 
 interface Format {
   re: RegExp;
-  /** Literals one of which every match contains: a text without them skips the pattern. */
-  hints: readonly string[];
+  /** Literals one of which every match contains (or a pattern it matches): a text without them skips the pattern. */
+  hints: readonly string[] | RegExp;
   /** Characters of the match that are the prefix, not the random body. */
   prefix: number;
   minBody: number;
+  /** A format whose random part may hold `+` or `/` (base64), so it has no long run of token characters. */
+  base64?: boolean;
 }
 
-const f = (hints: readonly string[], re: RegExp, prefix: number, minBody = 16): Format => ({ hints, re, prefix, minBody });
+const f = (hints: readonly string[] | RegExp, re: RegExp, prefix: number, minBody = 16): Format => ({ hints, re, prefix, minBody });
 
 /**
  * Fixed-format provider credentials. The prefix makes a match a token, not prose; the body check keeps
@@ -102,12 +104,12 @@ const PROVIDER_FORMATS: readonly Format[] = [
   f(['dop_v1_'], /(?<![\w-])dop_v1_[a-f0-9]{64}(?![\w-])/, 7), // DigitalOcean
   f(['ATATT3'], /(?<![\w-])ATATT3[A-Za-z0-9_=-]{60,200}/, 6), // Atlassian
   f(['github_pat_'], /(?<![\w-])github_pat_[A-Za-z0-9_]{82}(?![\w-])/, 11), // GitHub fine-grained
-  f(['.'], /(?<![\w-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![\w-])/, 0, 40), // Discord bot token
+  f(/\.[\w-]{6}\./, /(?<![\w-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![\w-])/, 0, 40), // Discord bot token
   f([':AA'], /(?<![\w:-])(?:bot)?\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])/, 0, 20), // Telegram bot token
   f(['sq0atp-', 'sq0csp-', 'EAAA'], /(?<![\w-])(?:sq0atp-[A-Za-z0-9_-]{22}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60})(?![\w-])/, 4), // Square
   f(['key-'], /(?<![\w-])key-[0-9a-f]{32}(?![\w-])/, 4), // Mailgun
   f(['-us'], /(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])/, 0), // Mailchimp
-  f(['AccountKey='], /AccountKey=[A-Za-z0-9+/]{86}==/, 11, 40), // Azure storage account key
+  { ...f(['AccountKey='], /AccountKey=[A-Za-z0-9+/]{86}==/, 11, 40), base64: true }, // Azure storage account key
   f(['lin_api_', 'ntn_', 'PMAK-', 'hvs.', 'dp.pt.', 'gsk_', 'r8_', 'pplx-', 'xai-'], /(?<![\w-])(?:lin_api_[A-Za-z0-9]{40}|ntn_[A-Za-z0-9]{40,50}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|hvs\.[A-Za-z0-9_-]{24,100}|dp\.pt\.[A-Za-z0-9]{43}|gsk_[A-Za-z0-9]{52}|r8_[A-Za-z0-9]{37}|pplx-[A-Za-z0-9]{48}|xai-[A-Za-z0-9]{70,90})(?![\w-])/, 0, 20), // Linear, Notion, Postman, Vault, Doppler, Groq, Replicate, Perplexity, xAI
 ];
 
@@ -117,8 +119,10 @@ function formatsMatcher(label: string, formats: readonly Format[]): TextMatcher 
     label,
     find(text) {
       let best = -1;
+      const run = mayHoldToken(text);
       for (const x of compiled) {
-        if (!x.hints.some((h) => text.includes(h))) continue;
+        if (!run && x.base64 !== true) continue;
+        if (x.hints instanceof RegExp ? !x.hints.test(text) : !x.hints.some((h) => text.includes(h))) continue;
         let n = 0;
         for (const m of text.matchAll(x.re)) {
           if (best !== -1 && m.index >= best) break;
@@ -169,21 +173,10 @@ function authorizationAt(m: RegExpMatchArray): boolean {
   return looksLikeSecret(value) || (value.startsWith('eyJ') && value.length >= 20 && !isPlaceholder(value));
 }
 
-function firstOf(label: string, ...matchers: TextMatcher[]): TextMatcher {
-  return {
-    label,
-    find(text) {
-      let best = -1;
-      for (const mt of matchers) {
-        const i = mt.find(text);
-        if (i !== -1 && (best === -1 || i < best)) best = i;
-      }
-      return best;
-    },
-  };
-}
-
-const CREDENTIAL_HINT = /key|secret|token|authorization/i;
+const credentialHint = (t: string) => {
+  const l = lower(t);
+  return l.includes('key') || l.includes('secret') || l.includes('token');
+};
 
 // --- Passwords ---------------------------------------------------------------------------------------------
 
@@ -223,7 +216,10 @@ function passwordAt(m: RegExpMatchArray): boolean {
   return true;
 }
 
-const PASSWORD_HINT = /pass|pwd|kennwort|contrase|senha|parola/i;
+const passwordHint = (t: string) => {
+  const l = lower(t);
+  return l.includes('pass') || l.includes('pwd') || l.includes('kennwort') || l.includes('contrase') || l.includes('senha') || l.includes('parola');
+};
 
 // --- Connection strings ------------------------------------------------------------------------------------
 
@@ -258,30 +254,28 @@ const puttyAt = (m: RegExpMatchArray, text: string) => PUTTY_PRIVATE.test(text.s
 /** OpenAI (`sk-…`, `sk-proj-…`, `sk-svcacct-…`, `sk-admin-…`) and Anthropic (`sk-ant-api03-…`, `sk-ant-admin01-…`) keys. */
 const SK = /(?<![\w-])sk-(?:(?:proj|svcacct|admin|None)-|ant-(?:api|admin|sid)\d\d-)?([A-Za-z0-9_-]{20,400})/g;
 
-export const SECRET_DETECTORS: ReadonlyArray<[string, TextMatcher]> = [
+export const SECRET_DETECTORS: ReadonlyArray<[string, TextMatcher]> = ([
   [
     'aws_access_key',
     validated('AWS access key', /(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![A-Z0-9])/, (m) => !/(.)\1{4}/.test(m[0]), (t) => /A(?:KI|SI|BI|CC)A/.test(t)),
   ],
-  ['sk_api_key', validated('sk- API key', SK, (m) => tokenBody(m[1], 20), (t) => t.includes('sk-'))],
-  ['github_token', validated('GitHub token', /(?<![\w])gh[pousr]_([A-Za-z0-9]{36,255})/, (m) => tokenBody(m[1], 36), (t) => t.includes('gh'))],
-  ['private_key', firstOf('private key', validated('PEM private key', PEM, () => true, (t) => t.includes('PRIVATE KEY')), validated('PuTTY private key', PUTTY, puttyAt, (t) => t.includes('PuTTY-User-Key')))],
+  ['sk_api_key', validated('sk- API key', SK, (m) => tokenBody(m[1], 20), (t) => mayHoldToken(t) && t.includes('sk-'))],
+  ['github_token', validated('GitHub token', /(?<![\w])gh[pousr]_([A-Za-z0-9]{36,255})/, (m) => tokenBody(m[1], 36), (t) => mayHoldToken(t) && t.includes('gh'))],
+  ['private_key', firstOf('private key', [validated('PEM private key', PEM, () => true, (t) => t.includes('PRIVATE KEY')), validated('PuTTY private key', PUTTY, puttyAt, (t) => t.includes('PuTTY-User-Key'))])],
   ['provider_token', formatsMatcher('provider API token', PROVIDER_FORMATS)],
   ['connection_string', validated('connection string with a password', CONNECTION, connectionAt, (t) => t.includes('://'))],
   [
     'password_assignment',
-    firstOf(
-      'password assignment',
-      validated('password assignment', PASSWORD_ASSIGNMENT, passwordAt, (t) => PASSWORD_HINT.test(t)),
-      validated('password sentence', PASSWORD_SENTENCE, passwordSentenceAt, (t) => PASSWORD_HINT.test(t)),
-    ),
+    firstOf('password assignment', [
+      validated('password assignment', PASSWORD_ASSIGNMENT, passwordAt, passwordHint),
+      validated('password sentence', PASSWORD_SENTENCE, passwordSentenceAt, passwordHint),
+    ]),
   ],
   [
     'secret_assignment',
-    firstOf(
-      'credential with a high-entropy value',
-      validated('credential assignment', CREDENTIAL_ASSIGNMENT, credentialAt, (t) => CREDENTIAL_HINT.test(t)),
-      validated('authorization header', AUTHORIZATION, authorizationAt, (t) => /authorization/i.test(t)),
-    ),
+    firstOf('credential with a high-entropy value', [
+      validated('credential assignment', CREDENTIAL_ASSIGNMENT, credentialAt, credentialHint),
+      validated('authorization header', AUTHORIZATION, authorizationAt, (t) => lower(t).includes('authorization')),
+    ]),
   ],
-];
+] as Array<[string, TextMatcher]>).map(([name, m]) => [name, memo(m)]);

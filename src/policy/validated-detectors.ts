@@ -45,7 +45,83 @@ export function validated(
   };
 }
 
-const hasDigit = (text: string) => /\d/.test(text);
+/**
+ * Remembers the last text a matcher saw and its answer. The engine hands every rule the same leaf strings
+ * (src/engine/view.ts), so a detector used by several rules, or by a 50-rule pack, scans each text once.
+ * `find` is pure, so the cache can never be wrong, only missed.
+ */
+export function memo(m: TextMatcher): TextMatcher {
+  let lastText: string | undefined;
+  let lastResult = -1;
+  return {
+    label: m.label,
+    find(text) {
+      if (text === lastText) return lastResult;
+      lastResult = m.find(text);
+      lastText = text;
+      return lastResult;
+    },
+  };
+}
+
+const DIGIT_RUNS: Readonly<Record<number, RegExp>> = {
+  4: /\d(?:[ ().\/+-]{0,2}\d){3}/,
+  5: /\d(?:[ ().\/+-]{0,2}\d){4}/,
+  7: /\d(?:[ ().\/+-]{0,2}\d){6}/,
+  9: /\d(?:[ ().\/+-]{0,2}\d){8}/,
+  12: /\d(?:[ ().\/+-]{0,2}\d){11}/,
+};
+let digitsText: string | undefined;
+let digitsKnown = new Map<number, boolean>();
+
+/**
+ * Whether the text holds `n` digits in one number-like run (digits with at most two separators
+ * `space - . ( ) / +` between them), remembered per text and shared by the number detectors. A card needs
+ * 12, an SSN 9, a phone number 7, an IBAN at least 5 (its check digits and bank code), an IPv4 address 4;
+ * prose with an order number "1234" in it skips all of their patterns. (A pattern led by `\d` scans at
+ * the speed of a character test; a loop in JavaScript over the text costs several times more.)
+ */
+export function digitRun(text: string, n: 4 | 5 | 7 | 9 | 12): boolean {
+  if (text !== digitsText) {
+    digitsText = text;
+    digitsKnown = new Map();
+  }
+  let known = digitsKnown.get(n);
+  if (known === undefined) {
+    known = DIGIT_RUNS[n].test(text);
+    digitsKnown.set(n, known);
+  }
+  return known;
+}
+
+let lowerText: string | undefined;
+let lowerValue = '';
+
+/** The text lower-cased, computed once per text for the keyword hints of several detectors. */
+export function lower(text: string): string {
+  if (text !== lowerText) {
+    lowerValue = text.toLowerCase();
+    lowerText = text;
+  }
+  return lowerValue;
+}
+
+let runText: string | undefined;
+let runResult = false;
+const TOKEN_RUN = /\d(?:(?<=[A-Za-z0-9_-]{8})|(?=[A-Za-z0-9_-]{7}))/;
+
+/**
+ * Whether the text may hold a random token: a digit with seven token characters (letters, digits, `_`, `-`)
+ * on one side. Every run of 16 or more token characters that holds a digit has one; prose has none, so
+ * most texts skip the token detectors' patterns. Led by `\d`, so it scans at the speed of a character test.
+ */
+export function mayHoldToken(text: string): boolean {
+  if (text !== runText) {
+    runResult = TOKEN_RUN.test(text);
+    runText = text;
+  }
+  return runResult;
+}
 
 /** The `n` characters before `index`, lower-cased: the words that say what a number is. */
 export function before(text: string, index: number, n: number): string {
@@ -213,7 +289,7 @@ function phoneMatcher(): TextMatcher {
   return {
     label: 'phone number',
     find(text) {
-      if (!hasDigit(text)) return -1;
+      if (!digitRun(text, 7)) return -1;
       let parses = 0;
       for (const m of text.matchAll(PHONE_CANDIDATE)) {
         const c = m[0];
@@ -294,20 +370,36 @@ function emailAt(m: RegExpMatchArray, text: string): boolean {
   return scheme === -1 || /[\s/?#"'<>]/.test(back.slice(scheme + 3));
 }
 
-export const VALIDATED_DETECTORS: ReadonlyArray<[string, TextMatcher]> = [
-  ['us_ssn', validated('US social security number', SSN_CANDIDATE, ssnAt, hasDigit)],
+const IPV4_HINT = /\d\.\d{1,3}\.\d/;
+const IPV6_HINT = /[0-9A-Fa-f]?::?[0-9A-Fa-f]{1,4}:/;
+
+/** The earliest match of several matchers. */
+export function firstOf(label: string, matchers: readonly TextMatcher[]): TextMatcher {
+  return {
+    label,
+    find(text) {
+      let best = -1;
+      for (const mt of matchers) {
+        const i = mt.find(text);
+        if (i !== -1 && (best === -1 || i < best)) best = i;
+      }
+      return best;
+    },
+  };
+}
+
+export const VALIDATED_DETECTORS: ReadonlyArray<[string, TextMatcher]> = ([
+  ['us_ssn', validated('US social security number', SSN_CANDIDATE, ssnAt, (t) => digitRun(t, 9))],
   ['email', validated('e-mail address', EMAIL_CANDIDATE, emailAt, (t) => t.includes('@'))],
-  ['credit_card', validated('payment card number', CARD_CANDIDATE, cardAt, hasDigit)],
-  ['iban', validated('IBAN', /(?<![A-Z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Z0-9])/i, (m) => isIban(m[0]), hasDigit)],
-  ['jwt', validated('JSON Web Token', /(?<![\w-])eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*/, (m) => isJwt(m[0]), (t) => t.includes('eyJ'))],
+  ['credit_card', validated('payment card number', CARD_CANDIDATE, cardAt, (t) => digitRun(t, 12))],
+  ['iban', validated('IBAN', /(?<![A-Z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Z0-9])/i, (m) => isIban(m[0]), (t) => digitRun(t, 5))],
+  ['jwt', validated('JSON Web Token', /(?<![\w-])eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*/, (m) => isJwt(m[0]), (t) => mayHoldToken(t) && t.includes('eyJ'))],
   [
     'ip_address',
-    validated(
-      'IP address',
-      /(?<![\w.:-])(?:\d{1,3}(?:\.\d{1,3}){3}(?![\w-]|\.\d)|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![\w.:]))/,
-      ipAt,
-      (t) => t.includes('.') || t.includes(':'),
-    ),
+    firstOf('IP address', [
+      validated('IPv4 address', /(?<![\w.:-])\d{1,3}(?:\.\d{1,3}){3}(?![\w-]|\.\d)/, ipAt, (t) => digitRun(t, 4) && IPV4_HINT.test(t)),
+      validated('IPv6 address', /(?<![\w.:])(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){2,7}|::[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){0,6})(?![\w.:])/, ipAt, (t) => IPV6_HINT.test(t)),
+    ]),
   ],
   ['phone', phoneMatcher()],
-];
+] as Array<[string, TextMatcher]>).map(([name, m]) => [name, memo(m)]);
