@@ -27,10 +27,11 @@ export function shannonEntropy(s: string): number {
  * configuration (`process.env.X`, `os.environ[…]`, `os.getenv(…)`, `settings.X`).
  */
 const PLACEHOLDER =
-  /your|example|sample|placeholder|0123456789abcdef|change[_-]?me|replace|insert|redacted|dummy|xxxx|XXXX|\*\*\*|\.\.\.|<|>|\$\{|\{\{|%\(|^\$[A-Za-z_]|process\.env|os\.environ|os\.getenv|getenv|environ|^env\.|^settings\.|^config\.|^secrets\./i;
+  /your|example|sample|placeholder|0123456789abcdef|change[_-]?me|replace|insert|redacted|dummy|xxxx|XXXX|\*\*\*|\.\.\.|<|>|\$\{|\{\{|%\(|process\.env|os\.environ|os\.getenv|getenv|environ|^env\.|^settings\.|^config\.|^secrets\./i;
 
 export function isPlaceholder(value: string): boolean {
   if (PLACEHOLDER.test(value)) return true;
+  if (/^\$(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)(?![\w$])/.test(value)) return true; // $VAR, $token (not $S8AdKQ…)
   if (/(.)\1{4}/.test(value)) return true; // aaaaa, 00000: filler, not a random key
   return false;
 }
@@ -202,6 +203,20 @@ function passwordSentenceAt(m: RegExpMatchArray): boolean {
   return !isPlaceholder(value) && !isCode(value) && !PASSWORD_STAND_IN.test(value);
 }
 
+/**
+ * A password given on a command line (`docker login --password X`, `--passwd=X`) or as a configuration
+ * key/value pair (`<add key="DbPassword" value="X" />`, `name="smtp_password" value="X"`).
+ */
+const PASSWORD_FLAG = /(?<![\w-])--(?:password|passwd|pass)(?:=|[ \t]{1,4})["']?([^\s"'`;|&<>]{1,256})/gi;
+const PASSWORD_KEY_VALUE = /\b(?:key|name)=["'][\w.:-]{0,40}?(?:password|passwd|pwd)["'][ \t]{1,4}value=["']([^"'\s]{1,256})["']/gi;
+
+function passwordValueAt(m: RegExpMatchArray): boolean {
+  const value = m[1];
+  if (value.length < 4 || value.startsWith('-')) return false;
+  if (PASSWORD_STAND_IN.test(value) || isPlaceholder(value) || isCode(value)) return false;
+  return !/^[*<[%{]/.test(value) && !/^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$/.test(value);
+}
+
 const PASSWORD_STAND_IN = /^(?:password|passwort|pass|passwd|pwd|secret|changeme|change_me|change-me|none|null|nil|undefined|true|false|required|optional|hidden|masked|empty|n\/a|tbd|todo|\*+|x+|\.+|-+|\?+)$/i;
 
 function passwordAt(m: RegExpMatchArray): boolean {
@@ -232,7 +247,7 @@ const CONNECTION = /\b[a-z][a-z0-9+.-]{1,20}:\/\/([^\s:@/]{0,100}):([^\s@/]{1,20
 function connectionAt(m: RegExpMatchArray): boolean {
   const password = m[2];
   if (PASSWORD_STAND_IN.test(password) || isPlaceholder(password)) return false;
-  if (/^[*<$%{]/.test(password)) return false;
+  if (/^[*<%{]/.test(password)) return false;
   return password.length >= 3;
 }
 
@@ -269,6 +284,8 @@ export const SECRET_DETECTORS: ReadonlyArray<[string, TextMatcher]> = ([
     firstOf('password assignment', [
       validated('password assignment', PASSWORD_ASSIGNMENT, passwordAt, passwordHint),
       validated('password sentence', PASSWORD_SENTENCE, passwordSentenceAt, passwordHint),
+      validated('password flag', PASSWORD_FLAG, passwordValueAt, (t) => t.includes('--pass')),
+      validated('password key/value', PASSWORD_KEY_VALUE, passwordValueAt, (t) => t.includes('value=')),
     ]),
   ],
   [

@@ -134,7 +134,7 @@ export function before(text: string, index: number, n: number): string {
  * ~40 characters before a candidate, so the anchored pattern runs on a bounded string.
  */
 const ID_LABEL =
-  /(?:^|[^a-z])(?:order|orders|tracking|track|invoice|inv|ticket|case|claim|reference|ref|confirmation|booking|reservation|sku|model|part|serial|imei|meid|isbn|item|policy|account|acct|transaction|txn|shipment|waybill|awb|parcel|package|customer|member|routing|ean|upc|gtin|barcode|pedido|commande|bestellung|factura|rechnung|sendung|sendungsnummer|auftrag|rma)(?:[ _-]?(?:id|no|nr|num|number|code|#))?(?:\s+(?:is|was))?\.?["']?\s{0,3}(?::|#|=|n[º°o]\.?)?\s{0,3}["']?#?\s{0,2}$/;
+  /(?:^|[^a-z])(?:order|orders|tracking|track|invoice|inv|ticket|case|claim|reference|ref|confirmation|booking|reservation|sku|model|part|serial|imei|meid|isbn|item|policy|account|acct|transaction|txn|shipment|waybill|awb|parcel|package|container|consignment|pallet|lot|batch|bol|manifest|customer|member|routing|ean|upc|gtin|barcode|pedido|commande|bestellung|factura|rechnung|sendung|sendungsnummer|auftrag|rma)(?:[ _-]?(?:id|no|nr|num|number|code|#))?(?:\s+(?:is|was))?\.?["']?\s{0,3}(?::|#|=|n[º°o]\.?)?\s{0,3}["']?#?\s{0,2}$/;
 
 export function labelledAsId(text: string, index: number): boolean {
   return ID_LABEL.test(before(text, index, 40));
@@ -260,8 +260,20 @@ export function isIpAddress(candidate: string): boolean {
 /** Words that make a dotted quad a version, a section or an OID rather than an address. */
 const NOT_AN_ADDRESS = /(?:^|[^a-z])(?:version|ver|v|build|release|rel|firmware|fw|rev|revision|patch|update|upgrade|section|sec|§|chapter|clause|article|oid|android|ios|macos|windows|chrome|firefox|edge|safari|node|python|java|kernel|sdk|api level|v\.)\.?\s{0,3}:?\s{0,3}$/;
 
+/**
+ * Words that introduce an address. A dotted quad right after any other capitalised word is a product's
+ * version ("Terraform 1.7.4.2", "Kubernetes 1.29.2.1"), not a host.
+ */
+const ADDRESS_WORD = /^(?:from|at|ip|ips|ipv4|address|addr|host|hostname|server|client|source|src|dst|dest|destination|gateway|gw|peer|remote|origin|proxy|dns|resolver|to|via|on|by|for|allow|block|blocked|ban|banned|whitelist|allowlist|denylist|blacklist|nat|vpn|public|private|internal|external|sender|user|router|device|login|sign-in|attacker|endpoint|node|machine|instance|vm|bastion|subnet)$/i;
+const CAPITALISED_WORD = /(?:^|[\s(])([A-Z][a-z][A-Za-z-]{1,20}) $/;
+
 function ipAt(m: RegExpMatchArray, text: string): boolean {
-  return isIpAddress(m[0]) && !NOT_AN_ADDRESS.test(before(text, m.index!, 24));
+  if (!isIpAddress(m[0])) return false;
+  const ctx = text.slice(Math.max(0, m.index! - 24), m.index!);
+  if (NOT_AN_ADDRESS.test(ctx.toLowerCase())) return false;
+  if (m[0].includes(':')) return true; // versions are dotted, never IPv6
+  const word = CAPITALISED_WORD.exec(ctx);
+  return word === null || ADDRESS_WORD.test(word[1]);
 }
 
 /**

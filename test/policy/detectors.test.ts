@@ -65,6 +65,8 @@ t.test('detectors find what they should and leave look-alikes alone', async (t) 
         'contraseña: Tr0ub4dor&3',
         'mot de passe : Zq8!tRw2',
         'Your temporary password is Xk9#mPq2 - change it',
+        'docker login --username ci --password nQ6YHcQU31PCmeAcob',
+        '<add key="DbPassword" value="$S8AdKQM1mQi" />',
       ],
       no: [
         'password: ********',
@@ -84,6 +86,8 @@ t.test('detectors find what they should and leave look-alikes alone', async (t) 
         'Password: must be at least 12 characters',
         'The password is incorrect.',
         'passwordless login is enabled',
+        'docker login --password-stdin < token.txt',
+        '<add key="DbPassword" value="$DB_PASSWORD" />',
       ],
     },
     us_ssn: {
@@ -263,6 +267,10 @@ t.test('detectors stay linear on hostile input', async (t) => {
     'sk-proj-'.repeat(12_000),
     'ghp_'.repeat(25_000),
     'a.b@'.repeat(25_000),
+    '--password '.repeat(9_000),
+    'key="db_password" value="'.repeat(4_000),
+    'Terraform 1.2.3.4 '.repeat(5_000),
+    'order 4111 1111 1111 1111 '.repeat(4_000),
     'password'.repeat(12_000),
     'ignore '.repeat(14_000),
     'ignore all of the '.repeat(5_000),
