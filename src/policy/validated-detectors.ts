@@ -3,32 +3,142 @@ import { isIP } from 'node:net';
 import type { TextMatcher } from './detectors.js';
 
 type ParsePhone = typeof import('libphonenumber-js/max').parsePhoneNumberFromString;
+type Region = import('libphonenumber-js/max').CountryCode;
 let parsePhone: ParsePhone | null = null;
+const require = createRequire(import.meta.url);
 
 /**
  * libphonenumber-js's full metadata takes ~80 ms to load: loaded on the phone detector's first use, so a
- * process whose packs do not use it (the default pack) does not pay for it at start.
+ * process whose packs do not use it does not pay for it at start.
  */
 function phoneParser(): ParsePhone {
-  parsePhone ??= (createRequire(import.meta.url)('libphonenumber-js/max') as typeof import('libphonenumber-js/max')).parsePhoneNumberFromString;
+  parsePhone ??= (require('libphonenumber-js/max') as typeof import('libphonenumber-js/max')).parsePhoneNumberFromString;
   return parsePhone;
 }
 
-/** A matcher over the candidates of `pattern` (compiled global here, so no state is shared between calls). */
-function validated(label: string, pattern: RegExp, valid: (candidate: string) => boolean, hint?: (text: string) => boolean): TextMatcher {
+/**
+ * A matcher over the candidates of `pattern` (compiled global here, so no state is shared between calls).
+ * `valid` sees the candidate and where it sits, so a check may read the words around it. At most
+ * `maxCandidates` candidates are validated per text: a text stuffed with decoys cannot make a check slow
+ * (past that the text is not searched further for this detector).
+ */
+export function validated(
+  label: string,
+  pattern: RegExp,
+  valid: (m: RegExpMatchArray, text: string) => boolean,
+  hint?: (text: string) => boolean,
+  maxCandidates = 500,
+): TextMatcher {
   const re = new RegExp(pattern.source, `${pattern.flags.replace(/[gy]/g, '')}g`);
   return {
     label,
     find(text) {
       if (hint !== undefined && !hint(text)) return -1;
+      let n = 0;
       // matchAll works on a copy of the regex, so concurrent or nested calls cannot disturb each other.
-      for (const m of text.matchAll(re)) if (valid(m[0])) return m.index;
+      for (const m of text.matchAll(re)) {
+        if (valid(m, text)) return m.index;
+        if (++n >= maxCandidates) return -1;
+      }
       return -1;
     },
   };
 }
 
-const hasDigit = (text: string) => /\d/.test(text);
+/**
+ * Remembers the last text a matcher saw and its answer. The engine hands every rule the same leaf strings
+ * (src/engine/view.ts), so a detector used by several rules, or by a 50-rule pack, scans each text once.
+ * `find` is pure, so the cache can never be wrong, only missed.
+ */
+export function memo(m: TextMatcher): TextMatcher {
+  let lastText: string | undefined;
+  let lastResult = -1;
+  return {
+    label: m.label,
+    find(text) {
+      if (text === lastText) return lastResult;
+      lastResult = m.find(text);
+      lastText = text;
+      return lastResult;
+    },
+  };
+}
+
+const DIGIT_RUNS: Readonly<Record<number, RegExp>> = {
+  4: /\d(?:[ ().\/+-]{0,2}\d){3}/,
+  5: /\d(?:[ ().\/+-]{0,2}\d){4}/,
+  7: /\d(?:[ ().\/+-]{0,2}\d){6}/,
+  9: /\d(?:[ ().\/+-]{0,2}\d){8}/,
+  12: /\d(?:[ ().\/+-]{0,2}\d){11}/,
+};
+let digitsText: string | undefined;
+let digitsKnown = new Map<number, boolean>();
+
+/**
+ * Whether the text holds `n` digits in one number-like run (digits with at most two separators
+ * `space - . ( ) / +` between them), remembered per text and shared by the number detectors. A card needs
+ * 12, an SSN 9, a phone number 7, an IBAN at least 5 (its check digits and bank code), an IPv4 address 4;
+ * prose with an order number "1234" in it skips all of their patterns. (A pattern led by `\d` scans at
+ * the speed of a character test; a loop in JavaScript over the text costs several times more.)
+ */
+export function digitRun(text: string, n: 4 | 5 | 7 | 9 | 12): boolean {
+  if (text !== digitsText) {
+    digitsText = text;
+    digitsKnown = new Map();
+  }
+  let known = digitsKnown.get(n);
+  if (known === undefined) {
+    known = DIGIT_RUNS[n].test(text);
+    digitsKnown.set(n, known);
+  }
+  return known;
+}
+
+let lowerText: string | undefined;
+let lowerValue = '';
+
+/** The text lower-cased, computed once per text for the keyword hints of several detectors. */
+export function lower(text: string): string {
+  if (text !== lowerText) {
+    lowerValue = text.toLowerCase();
+    lowerText = text;
+  }
+  return lowerValue;
+}
+
+let runText: string | undefined;
+let runResult = false;
+const TOKEN_RUN = /\d(?:(?<=[A-Za-z0-9_-]{8})|(?=[A-Za-z0-9_-]{7}))/;
+
+/**
+ * Whether the text may hold a random token: a digit with seven token characters (letters, digits, `_`, `-`)
+ * on one side. Every run of 16 or more token characters that holds a digit has one; prose has none, so
+ * most texts skip the token detectors' patterns. Led by `\d`, so it scans at the speed of a character test.
+ */
+export function mayHoldToken(text: string): boolean {
+  if (text !== runText) {
+    runResult = TOKEN_RUN.test(text);
+    runText = text;
+  }
+  return runResult;
+}
+
+/** The `n` characters before `index`, lower-cased: the words that say what a number is. */
+export function before(text: string, index: number, n: number): string {
+  return text.slice(Math.max(0, index - n), index).toLowerCase();
+}
+
+/**
+ * A number labelled as an identifier of something else ("order 4111…", `"tracking_number": "…"`,
+ * "Serial no. 123-45-6789", "Ref #…"): the label must sit directly before the number. Applied to the
+ * ~40 characters before a candidate, so the anchored pattern runs on a bounded string.
+ */
+const ID_LABEL =
+  /(?:^|[^a-z])(?:order|orders|tracking|track|invoice|inv|ticket|case|claim|reference|ref|confirmation|booking|reservation|sku|model|part|serial|imei|meid|isbn|item|policy|account|acct|transaction|txn|shipment|waybill|awb|parcel|package|container|consignment|pallet|lot|batch|bol|manifest|customer|member|routing|ean|upc|gtin|barcode|pedido|commande|bestellung|factura|rechnung|sendung|sendungsnummer|auftrag|rma)(?:[ _-]?(?:id|no|nr|num|number|code|#))?(?:\s+(?:is|was))?\.?["']?\s{0,3}(?::|#|=|n[º°o]\.?)?\s{0,3}["']?#?\s{0,2}$/;
+
+export function labelledAsId(text: string, index: number): boolean {
+  return ID_LABEL.test(before(text, index, 40));
+}
 
 export function luhn(digits: string): boolean {
   let sum = 0;
@@ -66,6 +176,21 @@ export function isCardNumber(candidate: string): boolean {
   const d = candidate.replace(/[ -]/g, '');
   if (d.length < 12 || d.length > 19 || /^(\d)\1+$/.test(d)) return false;
   return CARD_ISSUERS.some((i) => i.lengths.includes(d.length) && i.test(d)) && luhn(d);
+}
+
+/**
+ * Card candidates in the shapes cards are written: one run of 12-19 digits, groups of four (the last
+ * group shorter) or the 4-6-5 / 4-6-4 grouping of Amex and Diners, one separator kind throughout. An
+ * Amazon-style order id (3-7-7) or a phone number is not a card shape at all.
+ */
+const CARD_CANDIDATE = /(?<![\d-])(?:\d{12,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{1,3})?|\d{4}([ -])\d{6}\2\d{4,5})(?![\d]|-\d)/;
+
+function cardAt(m: RegExpMatchArray, text: string): boolean {
+  if (labelledAsId(text, m.index!)) return false;
+  if (isCardNumber(m[0])) return true;
+  // A trailing group may be the next token ("4111 1111 1111 1111 04/26"): try the number without it.
+  const cut = m[0].search(/[ -]\d{1,3}$/);
+  return cut > 0 && isCardNumber(m[0].slice(0, cut));
 }
 
 /** IBAN lengths by country (ISO 13616 registry). */
@@ -112,47 +237,181 @@ export function isJwt(candidate: string): boolean {
   }
 }
 
-/** An IP address that parses, leaving out version-like dotted numbers with a leading zero part (`1.02.3.4`). */
+/**
+ * An IP address that identifies a host: it parses (`node:net`), has no leading-zero part (`1.02.3.4` is a
+ * version), and is not one of the addresses that name no host in particular: unspecified (`0.0.0.0`, `::`),
+ * loopback (`127.x`, `::1`), and `255.x` (netmasks, broadcast). Private ranges (10/8, 172.16/12,
+ * 192.168/16, fc00::/7) do fire: an internal address in an answer discloses infrastructure.
+ */
 export function isIpAddress(candidate: string): boolean {
-  if (isIP(candidate) === 0) return false;
-  return !candidate.includes('.') || candidate.split('.').every((p) => p === '0' || !p.startsWith('0'));
+  const version = isIP(candidate);
+  if (version === 0) return false;
+  if (version === 4) {
+    const parts = candidate.split('.');
+    if (!parts.every((p) => p === '0' || !p.startsWith('0'))) return false;
+    const first = Number(parts[0]);
+    return first !== 0 && first !== 127 && first !== 255;
+  }
+  const groups = candidate.split(':').filter((g) => g !== '');
+  if (groups.length < 2) return false; // `::`, `::1`, `fe80::`: no host in particular
+  return true;
+}
+
+/** Words that make a dotted quad a version, a section or an OID rather than an address. */
+const NOT_AN_ADDRESS = /(?:^|[^a-z])(?:version|ver|v|build|release|rel|firmware|fw|rev|revision|patch|update|upgrade|section|sec|§|chapter|clause|article|oid|android|ios|macos|windows|chrome|firefox|edge|safari|node|python|java|kernel|sdk|api level|v\.)\.?\s{0,3}:?\s{0,3}$/;
+
+/**
+ * Words that introduce an address. A dotted quad right after any other capitalised word is a product's
+ * version ("Terraform 1.7.4.2", "Kubernetes 1.29.2.1"), not a host.
+ */
+const ADDRESS_WORD = /^(?:from|at|ip|ips|ipv4|address|addr|host|hostname|server|client|source|src|dst|dest|destination|gateway|gw|peer|remote|origin|proxy|dns|resolver|to|via|on|by|for|allow|block|blocked|ban|banned|whitelist|allowlist|denylist|blacklist|nat|vpn|public|private|internal|external|sender|user|router|device|login|sign-in|attacker|endpoint|node|machine|instance|vm|bastion|subnet)$/i;
+const CAPITALISED_WORD = /(?:^|[\s(])([A-Z][a-z][A-Za-z-]{1,20}) $/;
+
+function ipAt(m: RegExpMatchArray, text: string): boolean {
+  if (!isIpAddress(m[0])) return false;
+  const ctx = text.slice(Math.max(0, m.index! - 24), m.index!);
+  if (NOT_AN_ADDRESS.test(ctx.toLowerCase())) return false;
+  if (m[0].includes(':')) return true; // versions are dotted, never IPv6
+  const word = CAPITALISED_WORD.exec(ctx);
+  return word === null || ADDRESS_WORD.test(word[1]);
 }
 
 /**
- * Phone numbers through libphonenumber-js's metadata (not a judgement of our own): a candidate of 7 to 15
- * digits (E.164's range), optionally with a `+` country code, a bracketed area code and single separators,
- * counts only when the library finds it a valid number of its region, international form anywhere and
- * national form for the default region. The library's own text search costs ~8 µs per character on digit-
- * heavy text, so candidates come from a bounded linear pattern of ours, and at most PHONE_PARSES_PER_TEXT
- * of them are parsed (~20 µs each): a text stuffed with decoys cannot make one check slow.
+ * Phone numbers through libphonenumber-js's metadata (not a judgement of our own). A candidate of 7 to 15
+ * digits (E.164's range) counts when:
+ * - it is in international form (`+44 20 7946 0958`) and the library finds it valid; or
+ * - a phone word sits just before it ("phone", "call", "cell", "fax", "tel", "Telefon", "teléfono"…) and it
+ *   is valid for one of the common regions; or
+ * - with no such word, it is written the way a North-American number is written (`(415) 555-2671`,
+ *   `415-555-2671`, `415.555.2671`, `1-800-…`) and is valid for the US.
+ * A bare run of digits without a phone word is an order number, a timestamp or an id far more often than a
+ * phone number, so it does not fire; nor does any number labelled as an order, tracking, ticket… id.
+ * Candidates come from a bounded linear pattern of ours (the library's own text search costs ~8 µs per
+ * character on digit-heavy text), and at most PHONE_PARSES_PER_TEXT of them are parsed (~20 µs each).
  */
-const PHONE_CANDIDATE = /(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{1,4}){1,5}(?!\w)/g;
+const PHONE_CANDIDATE = /(?<![\w+.:/-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,5}(?:[ .-]?\d{1,5}){1,5}(?![\w/]|[.-]\d|:\w)/g;
 const PHONE_PARSES_PER_TEXT = 200;
+// Whole words only ("TELEGRAM_BOT_TOKEN" holds no "tel"); a bare "number"/"número" names an order as often as a phone.
+const PHONE_WORD =
+  /(?<![\p{L}])(?:phone|phones|tel|tél|telephone|téléphone|telefon|telefonnummer|telefono|teléfono|telefone|handy|handynummer|mobile|mobil|móvil|movil|celular|cell|cellphone|cel|portable|fax|call|calls|called|text me|sms|whatsapp|contact|reach|ring|dial|hotline|callback|llamar|llámenme|llamaremos|llame|ligar|ligue|appeler|appelez|anrufen|rückruf|телефон|电话|電話)(?![\p{L}])/u;
+const NANP_FORMAT = /^(?:\+?1[ .-]?)?(?:\(\d{3}\)[ .-]?|\d{3}([ .-]))\d{3}([ .-])\d{4}$/;
+const CONTEXT_REGIONS: readonly Region[] = ['US', 'GB', 'FR', 'DE', 'ES', 'IT', 'BR', 'MX', 'PT', 'NL', 'CA', 'IN', 'AU'];
 
-function phoneMatcher(defaultRegion: 'US'): TextMatcher {
+function phoneMatcher(): TextMatcher {
   return {
     label: 'phone number',
     find(text) {
-      if (!hasDigit(text)) return -1;
+      if (!digitRun(text, 7)) return -1;
       let parses = 0;
       for (const m of text.matchAll(PHONE_CANDIDATE)) {
+        const c = m[0];
         let digits = 0;
-        for (let i = 0; i < m[0].length; i++) if (m[0].charCodeAt(i) >= 48 && m[0].charCodeAt(i) <= 57) digits++;
+        for (let i = 0; i < c.length; i++) if (c.charCodeAt(i) >= 48 && c.charCodeAt(i) <= 57) digits++;
         if (digits < 7 || digits > 15) continue;
-        if (++parses > PHONE_PARSES_PER_TEXT) return -1;
-        const n = phoneParser()(m[0], defaultRegion);
-        if (n !== undefined && n.isValid()) return m.index;
+        if (labelledAsId(text, m.index)) continue;
+        const parse = (region?: Region) => {
+          parses++;
+          const n = phoneParser()(c, region);
+          return n !== undefined && n.isValid();
+        };
+        if (c.startsWith('+')) {
+          if (parse()) return m.index;
+        } else if (PHONE_WORD.test(before(text, m.index, 40)) && !SSN_WORD.test(before(text, m.index, 48))) {
+          for (const region of CONTEXT_REGIONS) {
+            if (parse(region)) return m.index;
+            if (parses > PHONE_PARSES_PER_TEXT) return -1;
+          }
+        } else if (NANP_FORMAT.test(c) && parse('US')) {
+          return m.index;
+        }
+        if (parses > PHONE_PARSES_PER_TEXT) return -1;
       }
       return -1;
     },
   };
 }
 
-export const VALIDATED_DETECTORS: ReadonlyArray<[string, TextMatcher]> = [
-  // 12-19 digits, optionally grouped by single spaces or dashes, not inside a longer run of digits.
-  ['credit_card', validated('payment card number', /(?<![\d-])\d(?:[ -]?\d){11,18}(?![\d-])/, isCardNumber, hasDigit)],
-  ['iban', validated('IBAN', /(?<![A-Z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Z0-9])/i, isIban, hasDigit)],
-  ['jwt', validated('JSON Web Token', /(?<![\w-])eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*/, isJwt, (t) => t.includes('eyJ'))],
-  ['ip_address', validated('IP address', /(?<![\w.:])(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7})(?![\w.:])/, isIpAddress, (t) => t.includes('.') || t.includes(':'))],
-  ['phone', phoneMatcher('US')],
-];
+/**
+ * US social security numbers: area 001-899 except 666, group 01-99, serial 0001-9999. The dashed form
+ * `ddd-dd-dddd` fires on its own unless a label says it is something else (a part, model or serial
+ * number); nine bare digits or `ddd dd dddd` fire only after an SSN word ("SSN", "social security",
+ * "SS#", "seguro social"), since nine digits are far more often an id, a routing or a case number.
+ */
+const SSN_CANDIDATE = /(?<![\d-])(\d{3})([- ]?)(\d{2})\2(\d{4})(?![\d]|-\d)/;
+const SSN_WORD = /(?:\bssn|\bss ?#|\bss ?no|social security|\bsocial\b|soc\.? ?sec|seguro social|\bssa\b|\bitin\b)/;
+
+function ssnAt(m: RegExpMatchArray, text: string): boolean {
+  const area = Number(m[1]);
+  if (area === 0 || area === 666 || area >= 900 || m[3] === '00' || m[4] === '0000') return false;
+  const ctx = before(text, m.index!, 48);
+  if (SSN_WORD.test(ctx)) return true;
+  return m[2] === '-' && !labelledAsId(text, m.index!) && !/[(+]\s?$|\b1[ -]$/.test(ctx);
+}
+
+/** IANA's top-level domains (the `tlds` package), lower-case, built once. */
+const TLDS: ReadonlySet<string> = new Set((require('tlds') as string[]).map((t) => t.toLowerCase()));
+
+const PLACEHOLDER_EMAIL_LOCAL = /^(?:you|your[._-]?\w*|user|username|name|someone|somebody|email|e-mail|me|firstname\.?lastname|first\.?last)$/i;
+const PLACEHOLDER_EMAIL_DOMAIN = /^(?:example\.(?:com|org|net)|(?:your[-_]?)?domain\.com|(?:your[-_]?)?company\.com|email\.com)$/i;
+
+/**
+ * E-mail addresses in RFC 5321/5322 dot-atom shape (no leading, trailing or doubled dot in the local part;
+ * domain labels of letters, digits and inner hyphens) whose top-level domain IANA has delegated: `.png`,
+ * `.local`, `.test`, `.internal` do not fire. Left out: `git@github.com:org/repo` (an SSH remote), the
+ * `user:password@host` of a URL (the connection_string detector's business), and documentation
+ * placeholders such as `you@example.com` or `name@domain.com`.
+ */
+const EMAIL_CANDIDATE = /(?<![\w.%+-])([\w.%+'-]{1,64})@([A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8})(?![\w-])/;
+
+export function isEmailAddress(local: string, domain: string): boolean {
+  if (local.startsWith('.') || local.endsWith('.') || local.includes('..')) return false;
+  const labels = domain.toLowerCase().split('.');
+  if (labels.some((l) => l.startsWith('-') || l.endsWith('-'))) return false;
+  const tld = labels[labels.length - 1];
+  if (!TLDS.has(tld) && !tld.startsWith('xn--')) return false;
+  return !(PLACEHOLDER_EMAIL_LOCAL.test(local) && PLACEHOLDER_EMAIL_DOMAIN.test(domain));
+}
+
+function emailAt(m: RegExpMatchArray, text: string): boolean {
+  if (!isEmailAddress(m[1], m[2])) return false;
+  const end = m.index! + m[0].length;
+  if (text[end] === ':' && /[\w~/]/.test(text[end + 1] ?? '')) return false;
+  // Inside a URL's authority (`https://token@github.com`, `amqp://user:pw@host`), it is userinfo.
+  const back = text.slice(Math.max(0, m.index! - 256), m.index!);
+  const scheme = back.lastIndexOf('://');
+  return scheme === -1 || /[\s/?#"'<>]/.test(back.slice(scheme + 3));
+}
+
+const IPV4_HINT = /\d\.\d{1,3}\.\d/;
+const IPV6_HINT = /[0-9A-Fa-f]?::?[0-9A-Fa-f]{1,4}:/;
+
+/** The earliest match of several matchers. */
+export function firstOf(label: string, matchers: readonly TextMatcher[]): TextMatcher {
+  return {
+    label,
+    find(text) {
+      let best = -1;
+      for (const mt of matchers) {
+        const i = mt.find(text);
+        if (i !== -1 && (best === -1 || i < best)) best = i;
+      }
+      return best;
+    },
+  };
+}
+
+export const VALIDATED_DETECTORS: ReadonlyArray<[string, TextMatcher]> = ([
+  ['us_ssn', validated('US social security number', SSN_CANDIDATE, ssnAt, (t) => digitRun(t, 9))],
+  ['email', validated('e-mail address', EMAIL_CANDIDATE, emailAt, (t) => t.includes('@'))],
+  ['credit_card', validated('payment card number', CARD_CANDIDATE, cardAt, (t) => digitRun(t, 12))],
+  ['iban', validated('IBAN', /(?<![A-Z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Z0-9])/i, (m) => isIban(m[0]), (t) => digitRun(t, 5))],
+  ['jwt', validated('JSON Web Token', /(?<![\w-])eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*/, (m) => isJwt(m[0]), (t) => mayHoldToken(t) && t.includes('eyJ'))],
+  [
+    'ip_address',
+    firstOf('IP address', [
+      validated('IPv4 address', /(?<![\w.:-])\d{1,3}(?:\.\d{1,3}){3}(?![\w-]|\.\d)/, ipAt, (t) => digitRun(t, 4) && IPV4_HINT.test(t)),
+      validated('IPv6 address', /(?<![\w.:])(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){2,7}|::[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{0,4}){0,6})(?![\w.:])/, ipAt, (t) => IPV6_HINT.test(t)),
+    ]),
+  ],
+  ['phone', phoneMatcher()],
+] as Array<[string, TextMatcher]>).map(([name, m]) => [name, memo(m)]);

@@ -19,7 +19,7 @@ t.test('the worked example is approved at low risk with confidence >= 80', async
   t.equal(r.validation.historical_reliability, SCORING_CONFIG.neutral.historical_reliability);
   t.equal(r.validation.judge_score, null);
   t.equal(r.decision.score_version, SCORING_CONFIG.version);
-  t.match(r.decision.policy_version, /^default@1\.3\.0#[0-9a-f]{10}$/);
+  t.match(r.decision.policy_version, /^default@\d+\.\d+\.\d+#[0-9a-f]{10}$/);
   t.equal(r.decision.review_deadline, null);
   t.equal(r.decision.reviewer_id, null);
   t.equal(r.decision.judge_latency_ms, null);

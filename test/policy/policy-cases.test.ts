@@ -22,7 +22,7 @@ t.test('gov policy test: exit 0 when every case passes, 1 with the failures list
   writeFileSync(join(dir, 'ok.yaml'), 'cases:\n  - name: a key is blocked\n    output_text: "key AKIAIOSFODNN7EXAMPLE"\n    expect: { outcome: block, rules: [secret-aws-access-key] }\n');
   const ok = await runCli(['policy', 'test', dir]);
   t.equal(ok.code, 0, ok.stderr);
-  t.match(ok.stdout, /1 passed, 0 failed; rules exercised: 1\/12 \(8.3%\)/);
+  t.match(ok.stdout, /1 passed, 0 failed; rules exercised: 1\/\d+ \(\d+(?:\.\d)?%\)/);
   t.match(ok.stdout, /not exercised: .*injection-in-context/);
 
   writeFileSync(join(dir, 'wrong.yaml'), 'cases:\n  - name: expects approve on a leaked key\n    output_text: "key AKIAIOSFODNN7EXAMPLE"\n    expect: { outcome: approve, excludes: [secret-aws-access-key] }\n');
