@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type RootDatabase } from 'lmdb';
 import type { RowHeader } from '../contracts/audit.js';
 import type { Manifest } from '../contracts/manifest.js';
 import { hmacSha256Latin1 } from '../ledger/chain.js';
@@ -89,6 +89,8 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
     }
     const key = encryptionKey !== undefined && fingerprint !== undefined ? encryptionKey : undefined;
     const rowsRaw = openRawRows(env);
+    // Lookups copy the value: the range being iterated holds a zero-copy view a read would overwrite.
+    const rowsCopied = env.openDB<Buffer, number>(LMDB_DB_NAMES.rows, { encoding: 'binary' });
     const envelopes = env.openDB<number, string>(LMDB_DB_NAMES.envelopes, {});
     const kv = env.openDB<string, [string, string]>(LMDB_DB_NAMES.kv, { encoding: 'string' });
     // One snapshot for the whole replay: rows appended meanwhile are not part of it.
@@ -104,10 +106,9 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
       byEnvelope(envelopeId) {
         const seq = envelopes.get(envelopeId, { transaction: txn });
         if (typeof seq !== 'number') return null;
-        // A copy: the core may read this payload after the main range has moved on.
-        const raw = (rowsRaw as Database<Buffer, number>).get(seq, { transaction: txn });
+        const raw = rowsCopied.get(seq, { transaction: txn });
         if (raw === undefined) return null;
-        return replayRow(Buffer.from(raw), seq, key);
+        return replayRow(raw, seq, key);
       },
       registeredManifests() {
         const out: Array<{ agent_id: string; manifest: Manifest }> = [];
