@@ -6,8 +6,8 @@
 // example with a ~1-2 KB answer), half pre_check + post_check pairs as the sidecar records them, over four
 // agents, a few of them carrying what the candidate blocks. The candidate is the default pack with one
 // more rule (a file replacing the active pack of the same name, the usual case). Timed: opening the ledger
-// read-only and replaying every row under the candidate and the baseline (both re-evaluated per row), then
-// once more without the baseline. Median of 3 runs each.
+// read-only and replaying every row under the candidate and the baseline (both re-evaluated per row), with
+// the default threads (one per core), on one thread, and without the baseline. Median of 3 runs each.
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,9 +16,8 @@ import { SCORING_CONFIG } from '../dist/engine/scoring-config.js';
 import { openLmdbStorage } from '../dist/ledger/lmdb.js';
 import { loadGoldenFile } from '../dist/policy/golden.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
-import { replay } from '../dist/policy/replay.js';
 import { activePolicySet, resolveCandidate } from '../dist/policy/replay-candidate.js';
-import { openLedgerReader } from '../dist/policy/replay-source.js';
+import { runReplay } from '../dist/policy/replay-run.js';
 import { Governor } from '../dist/runtime/governor.js';
 import { KillSwitch } from '../dist/runtime/kill-switch.js';
 import { ManifestRegistry } from '../dist/runtime/manifest-registry.js';
@@ -105,39 +104,46 @@ export default async function run() {
     writeFileSync(candidateFile, readFileSync(root('policies/default.yaml'), 'utf8').replace(/^version: .*$/m, 'version: 9.9.9') + EXTRA_RULE);
 
     const golden = await loadGoldenFile(root('manifests/golden.yaml'));
-    const active = { policies: await activePolicySet(policyDir), golden, config: SCORING_CONFIG };
+    const active = { policies: (await activePolicySet(policyDir)).set, golden, config: SCORING_CONFIG };
     const t0 = performance.now();
     await writeLedger(dir, active);
     console.error(`policy-replay: wrote ${ROWS} rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
-    const candidate = { policies: (await resolveCandidate(candidateFile, { policyDir })).set, golden, config: SCORING_CONFIG };
-    const manifests = new Map((await loadManifestDir(root('manifests/agents'))).map((m) => [m.agent_id, m.manifest]));
-    const once = async (baseline) => {
+    const candidate = (await resolveCandidate(candidateFile, { policyDir })).sources;
+    const job = {
+      dbPath: join(dir, 'ledger'),
+      candidate,
+      baseline: (await activePolicySet(policyDir)).sources,
+      goldenFile: root('manifests/golden.yaml'),
+      manifests: await loadManifestDir(root('manifests/agents')),
+      since: null,
+      agent: null,
+      examples: 5,
+    };
+    const once = async (extra) => {
       const started = performance.now();
-      const reader = openLedgerReader(join(dir, 'ledger'));
-      try {
-        const report = replay(reader.rows(), { candidate, baseline, manifest: (a) => manifests.get(a) ?? null, lookup: (id) => reader.byEnvelope(id) });
-        if (report.rows.scanned !== ROWS) throw new Error(`replay scanned ${report.rows.scanned} rows, expected ${ROWS}`);
-        if (report.changed === 0) throw new Error('the candidate changed no decision: the bench ledger lost its refund answers');
-        return { seconds: (performance.now() - started) / 1000, report };
-      } finally {
-        await reader.close();
-      }
+      const report = await runReplay({ ...job, ...extra });
+      if (report.rows.scanned !== ROWS) throw new Error(`replay scanned ${report.rows.scanned} rows, expected ${ROWS}`);
+      if (report.changed === 0) throw new Error('the candidate changed no decision: the bench ledger lost its refund answers');
+      return { seconds: (performance.now() - started) / 1000, report };
     };
     const withBaseline = [];
+    const oneThread = [];
     const storedOnly = [];
     for (let r = 0; r < RUNS; r++) {
-      withBaseline.push((await once(active)).seconds);
-      storedOnly.push((await once(null)).seconds);
+      withBaseline.push((await once({})).seconds);
+      oneThread.push((await once({ threads: 1 })).seconds);
+      storedOnly.push((await once({ baseline: null })).seconds);
     }
-    const last = await once(active);
+    const last = await once({});
     console.error(`policy-replay: changed ${last.report.changed} (${last.report.transitions.filter((t) => t.from !== t.to).map((t) => `${t.from} -> ${t.to}: ${t.count}`).join(', ')}), drift ${last.report.drift}`);
     const s = median(withBaseline);
     const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
     return {
       'policy replay rows/s': Math.round(ROWS / s),
       [`policy replay ${ROWS / 1000}k rows s`]: round(s),
-      'policy replay rows/s, stored only': Math.round(ROWS / median(storedOnly)),
+      'policy replay rows/s, 1 thread': Math.round(ROWS / median(oneThread)),
+      'policy replay rows/s, no baseline': Math.round(ROWS / median(storedOnly)),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

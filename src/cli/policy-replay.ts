@@ -1,17 +1,15 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Manifest } from '../contracts/manifest.js';
-import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import { loadGoldenFile } from '../policy/golden.js';
 import { loadManifestDir } from '../policy/manifest-files.js';
-import { replay, SKIP_REASONS, type ReplayReport, type Transition } from '../policy/replay.js';
-import { activePolicySet, CandidateError, resolveCandidate, type CandidateDeps } from '../policy/replay-candidate.js';
-import { openLedgerReader, ReplaySourceError } from '../policy/replay-source.js';
-import type { RuleSet } from '../runtime/governor.js';
+import { SKIP_REASONS, type ReplayReport, type Transition } from '../policy/replay.js';
+import { activePolicySet, CandidateError, resolveCandidate, type CandidateDeps, type ResolvedCandidate } from '../policy/replay-candidate.js';
+import { runReplay } from '../policy/replay-run.js';
+import { ReplaySourceError } from '../policy/replay-source.js';
 
 export const POLICY_REPLAY_USAGE = `Usage: gov policy replay --version <v> [--since <time>] [--agent <glob>] [--baseline <v>|none]
-                         [--db DIR] [--policies DIR] [--manifests DIR] [--examples N] [--json]
+                         [--db DIR] [--policies DIR] [--manifests DIR] [--examples N] [--threads N] [--json]
 
 Re-decides the stored validate, pre_check and post_check rows of the ledger under a candidate policy set and
 reports how the decisions would change, before anyone activates it. Reads the ledger read-only (the gateway
@@ -27,6 +25,7 @@ or sidecar may keep running); writes nothing.
   --policies DIR   the active packs (default GOV_POLICY_DIR, else ./policies)
   --manifests DIR  agent manifests and golden rules (default GOV_MANIFEST_DIR, else ./manifests)
   --examples N     example envelopes per changed transition (default 5)
+  --threads N      threads in all, 1-4 (default: 1 below 20,000 rows, else one per core, at most 4)
   --json           print one JSON object instead of the table
 
 Encrypted payloads are read with GOV_AUDIT_ENCRYPTION_KEY; without it they are counted as undecryptable.
@@ -61,7 +60,7 @@ function transitionTable(title: string, list: readonly Transition[]): string[] {
 }
 
 /** The report as the terminal shows it: counts, both transition tables, examples. */
-export function formatReplayReport(r: ReplayReport, candidate: string, baseline: string | null): string {
+export function formatReplayReport(r: ReplayReport & { threads?: number }, candidate: string, baseline: string | null): string {
   const lines: string[] = [];
   lines.push(`candidate: ${r.candidate_version}  (${candidate})`);
   lines.push(`baseline:  ${r.baseline_version === null ? 'none (stored outcomes only)' : `${r.baseline_version}  (${baseline})`}`);
@@ -84,7 +83,7 @@ export function formatReplayReport(r: ReplayReport, candidate: string, baseline:
     }
   }
   lines.push('');
-  lines.push(`${r.rows.scanned} rows in ${(r.elapsed_ms / 1000).toFixed(2)} s (${r.rows_per_second} rows/s)`);
+  lines.push(`${r.rows.scanned} rows in ${(r.elapsed_ms / 1000).toFixed(2)} s (${r.rows_per_second} rows/s${r.threads !== undefined && r.threads > 1 ? `, ${r.threads} threads` : ''})`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -104,6 +103,7 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
         manifests: { type: 'string' },
         examples: { type: 'string' },
         json: { type: 'boolean' },
+        threads: { type: 'string' },
       },
       allowPositionals: false,
     }));
@@ -115,12 +115,13 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     process.stdout.write(POLICY_REPLAY_USAGE);
     return 0;
   }
-  let reader: ReturnType<typeof openLedgerReader> | null = null;
   try {
     const version = values.version as string | undefined;
     if (!version) throw new UsageError('--version <v> is required (a pack file or a directory of packs)');
     const examples = values.examples === undefined ? 5 : Number(values.examples);
     if (!Number.isInteger(examples) || examples < 0 || examples > 1000) throw new UsageError('--examples must be an integer from 0 to 1000');
+    const threads = values.threads === undefined ? undefined : Number(values.threads);
+    if (threads !== undefined && (!Number.isInteger(threads) || threads < 1 || threads > 4)) throw new UsageError('--threads must be an integer from 1 to 4');
     const since = values.since === undefined ? null : parseSince(values.since as string, new Date());
     const agent = (values.agent as string | undefined) ?? null;
     if (agent !== null && agent.trim() === '') throw new UsageError('--agent must be a non-empty glob');
@@ -142,27 +143,24 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     const deps: CandidateDeps = { policyDir };
     const candidate = await resolveCandidate(version, deps);
     const baselineRef = (values.baseline as string | undefined) ?? null;
-    let baseline: { set: RuleSet['policies']; description: string } | null;
+    let baseline: ResolvedCandidate | null;
     if (baselineRef === 'none') baseline = null;
     else if (baselineRef !== null) baseline = await resolveCandidate(baselineRef, deps);
-    else baseline = { set: await activePolicySet(policyDir), description: `active packs in ${policyDir}` };
+    else baseline = await activePolicySet(policyDir);
 
-    const golden = await loadGoldenFile(join(manifestDir, 'golden.yaml'));
-    const manifests = new Map<string, Manifest>();
-    for (const m of await loadManifestDir(join(manifestDir, 'agents'))) manifests.set(m.agent_id, m.manifest);
-
-    reader = openLedgerReader(dbPath, key);
-    // Registered over the API wins over a file, as in the gateway's ManifestRegistry.
-    for (const m of reader.registeredManifests()) manifests.set(m.agent_id, m.manifest);
-    const src = reader;
-    const report = replay(reader.rows(), {
-      candidate: { policies: candidate.set, golden, config: SCORING_CONFIG },
-      baseline: baseline === null ? null : { policies: baseline.set, golden, config: SCORING_CONFIG },
-      manifest: (agentId) => manifests.get(agentId) ?? null,
-      since,
+    const goldenFile = join(manifestDir, 'golden.yaml');
+    await loadGoldenFile(goldenFile); // refused here, with its file and reason, rather than in a worker
+    const report = await runReplay({
+      dbPath,
+      encryptionKey: key ?? null,
+      candidate: candidate.sources,
+      baseline: baseline?.sources ?? null,
+      goldenFile,
+      manifests: await loadManifestDir(join(manifestDir, 'agents')),
+      since: since?.toISOString() ?? null,
       agent,
       examples,
-      lookup: (id) => src.byEnvelope(id),
+      ...(threads !== undefined ? { threads } : {}),
     });
     if (values.json) {
       process.stdout.write(`${JSON.stringify({ ledger: dbPath, candidate: { ref: version, description: candidate.description }, baseline: baseline === null ? null : { ref: baselineRef ?? policyDir, description: baseline.description }, ...report })}\n`);
@@ -174,7 +172,5 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     const known = e instanceof UsageError || e instanceof CandidateError || e instanceof ReplaySourceError || (e as Error).name === 'PolicyLoadError';
     process.stderr.write(`gov policy replay: ${(e as Error).message}\n`);
     return known ? 2 : 1;
-  } finally {
-    await reader?.close();
   }
 }

@@ -21,15 +21,18 @@ export interface CandidateDeps {
   /** The active packs' directory (GOV_POLICY_DIR or --policies). */
   policyDir: string;
   /**
-   * Resolves a stored reference (`name@version`, or whatever the version store accepts) to the policy set
-   * it names with that pack version in place, or null when it is unknown. Absent: stored references are
-   * refused with a message saying so.
+   * Resolves a stored reference (`name@version`, or whatever the version store accepts) to the sources of
+   * the whole set to evaluate (the active packs with that version in place), or null when it is unknown.
+   * Sources rather than a compiled set, because replay workers compile their own copy. Absent: stored
+   * references are refused with a message saying so.
    */
-  stored?: (ref: string) => Promise<PolicySet | null>;
+  stored?: (ref: string) => Promise<PolicySource[] | null>;
 }
 
 export interface ResolvedCandidate {
   set: PolicySet;
+  /** What `set` was compiled from; compilePolicySet(sources) gives the same set (and version) again. */
+  sources: PolicySource[];
   /** How the set was formed, for the report. */
   description: string;
 }
@@ -64,8 +67,9 @@ function compile(sources: readonly PolicySource[]): PolicySet {
 }
 
 /** The active set from `policyDir`, as the gateway loads it. */
-export async function activePolicySet(policyDir: string): Promise<PolicySet> {
-  return compile(await activeSources(policyDir));
+export async function activePolicySet(policyDir: string): Promise<ResolvedCandidate> {
+  const sources = await activeSources(policyDir);
+  return { set: compile(sources), sources, description: `active packs in ${policyDir}` };
 }
 
 export async function resolveCandidate(ref: string, deps: CandidateDeps): Promise<ResolvedCandidate> {
@@ -75,7 +79,7 @@ export async function resolveCandidate(ref: string, deps: CandidateDeps): Promis
       throw new CandidateError(`cannot read policy directory ${ref}`);
     });
     if (sources.length === 0) throw new CandidateError(`no policy packs (*.yaml) in ${ref}`);
-    return { set: compile(sources), description: `every pack in ${ref}` };
+    return { set: compile(sources), sources, description: `every pack in ${ref}` };
   }
   if (kind === 'file') {
     const text = await readFile(ref, 'utf8');
@@ -103,16 +107,18 @@ export async function resolveCandidate(ref: string, deps: CandidateDeps): Promis
     const origin = replaced ?? candidate.origin;
     const clash = kept.find((s) => s.origin === origin);
     const placed: PolicySource = { ...candidate, origin: clash ? `candidate-${origin}` : origin };
+    const sources = [...kept, placed];
     return {
-      set: compile([...kept, placed]),
+      set: compile(sources),
+      sources,
       description: replaced !== null ? `${ref} in place of pack ${name} (${replaced}) in ${deps.policyDir}` : `${ref} added to the packs in ${deps.policyDir}`,
     };
   }
   if (STORED_REF.test(ref)) {
     if (deps.stored === undefined) throw new CandidateError(`${ref}: no such file or directory, and stored policy versions cannot be read here yet (give a pack file or a directory of packs)`);
-    const set = await deps.stored(ref);
-    if (set === null) throw new CandidateError(`${ref}: no such stored policy version`);
-    return { set, description: `stored version ${ref}` };
+    const sources = await deps.stored(ref);
+    if (sources === null) throw new CandidateError(`${ref}: no such stored policy version`);
+    return { set: compile(sources), sources, description: `stored version ${ref}` };
   }
   throw new CandidateError(`${ref}: no such file or directory`);
 }

@@ -19,8 +19,11 @@ import type { PayloadRead, ReplayRow } from './replay.js';
 export class ReplaySourceError extends Error {}
 
 export interface LedgerReader {
-  /** Every row in seq order, inside the snapshot; each payload is decoded only when asked for. */
-  rows(): Iterable<ReplayRow>;
+  /**
+   * The rows from seq `start` up to (not including) `end` (default: all), in seq order, inside the
+   * snapshot; each payload is decoded only when asked for, and before the next row is read.
+   */
+  rows(start?: number, end?: number): Iterable<ReplayRow>;
   /** A row by envelope id (the pre-check of a post-check outside the replayed range), or null. */
   byEnvelope(envelopeId: string): ReplayRow | null;
   /** Manifests registered through the API (the `manifests` namespace of the ledger's key-value store). */
@@ -97,8 +100,9 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
     const txn = env.useReadTransaction();
     let done = false;
     return {
-      *rows() {
-        for (const { key: seq, value } of rowsRaw.getRange({ transaction: txn })) {
+      *rows(start?: number, end?: number) {
+        const range = { transaction: txn, ...(start !== undefined ? { start } : {}), ...(end !== undefined ? { end } : {}) };
+        for (const { key: seq, value } of rowsRaw.getRange(range)) {
           if (typeof seq !== 'number') continue;
           yield replayRow(value, seq, key);
         }

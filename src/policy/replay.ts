@@ -316,3 +316,58 @@ export function replay(rows: Iterable<ReplayRow>, opts: ReplayOptions): ReplayRe
     rows_per_second: elapsed > 0 ? Math.round((scanned / elapsed) * 1000) : 0,
   };
 }
+
+/**
+ * One report from the reports of consecutive seq ranges (in ledger order), as one pass over all of them
+ * gives: counts add up, examples keep the first `examples` per transition in ledger order. The time is the
+ * caller's (wall clock over every range).
+ */
+export function mergeReplayReports(parts: readonly ReplayReport[], examples: number, elapsedMs: number): ReplayReport {
+  const first = parts[0];
+  const skipped = Object.fromEntries(SKIP_REASONS.map((r) => [r, 0])) as Record<SkipReason, number>;
+  const transitions = new Map<string, number>();
+  const baselineTransitions = new Map<string, number>();
+  const versions: Record<string, number> = {};
+  const kept: ReplayExample[] = [];
+  const per = new Map<string, number>();
+  let scanned = 0;
+  let replayed = 0;
+  let changed = 0;
+  let changedVsBaseline = 0;
+  let drift = 0;
+  for (const p of parts) {
+    scanned += p.rows.scanned;
+    replayed += p.rows.replayed;
+    for (const r of SKIP_REASONS) skipped[r] += p.rows.skipped[r];
+    for (const x of p.transitions) transitions.set(`${x.from}>${x.to}`, (transitions.get(`${x.from}>${x.to}`) ?? 0) + x.count);
+    for (const x of p.baseline_transitions) baselineTransitions.set(`${x.from}>${x.to}`, (baselineTransitions.get(`${x.from}>${x.to}`) ?? 0) + x.count);
+    for (const [v, n] of Object.entries(p.stored_policy_versions)) versions[v] = (versions[v] ?? 0) + n;
+    changed += p.changed;
+    changedVsBaseline += p.changed_vs_baseline ?? 0;
+    drift += p.drift ?? 0;
+    for (const e of p.examples) {
+      const key = `${e.from}>${e.to}`;
+      const n = per.get(key) ?? 0;
+      if (n >= examples) continue;
+      per.set(key, n + 1);
+      kept.push(e);
+    }
+  }
+  const withBaseline = first?.baseline_version !== null && first?.baseline_version !== undefined;
+  return {
+    candidate_version: first?.candidate_version ?? '',
+    baseline_version: first?.baseline_version ?? null,
+    since: first?.since ?? null,
+    agent: first?.agent ?? null,
+    rows: { scanned, replayed, skipped },
+    transitions: transitionList(transitions),
+    changed,
+    baseline_transitions: transitionList(baselineTransitions),
+    changed_vs_baseline: withBaseline ? changedVsBaseline : null,
+    drift: withBaseline ? drift : null,
+    stored_policy_versions: versions,
+    examples: kept,
+    elapsed_ms: Math.round(elapsedMs * 10) / 10,
+    rows_per_second: elapsedMs > 0 ? Math.round((scanned / elapsedMs) * 1000) : 0,
+  };
+}

@@ -8,6 +8,7 @@ import { loadManifestDir } from '../../src/policy/manifest-files.js';
 import { replay } from '../../src/policy/replay.js';
 import { activePolicySet, resolveCandidate } from '../../src/policy/replay-candidate.js';
 import { openLedgerReader } from '../../src/policy/replay-source.js';
+import { runReplay } from '../../src/policy/replay-run.js';
 import { preCheckExample, startGateway, workedExample, type TestGateway } from '../helpers/gateway.js';
 import { runCli } from '../helpers/gov-process.js';
 
@@ -225,7 +226,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
     t.teardown(() => reader.close());
     const golden = await loadGoldenFile(join(ROOT, 'manifests/golden.yaml'));
     const candidate = { policies: (await resolveCandidate(w.candidateFile, { policyDir: w.policyDir })).set, golden, config: SCORING_CONFIG };
-    const baseline = { policies: await activePolicySet(w.policyDir), golden, config: SCORING_CONFIG };
+    const baseline = { policies: (await activePolicySet(w.policyDir)).set, golden, config: SCORING_CONFIG };
     const manifests = new Map((await loadManifestDir(join(ROOT, 'manifests/agents'))).map((m) => [m.agent_id, m.manifest]));
     const registered = reader.registeredManifests();
     t.same(registered.map((m) => m.agent_id).sort(), ['billing-eu', 'billing-us'], 'manifests registered over the API are read from the ledger');
@@ -234,6 +235,30 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
     t.equal(rep.examples.length, 1, 'one example for the one changed transition');
     t.equal(rep.examples[0].envelope_id, w.ids.R1, 'the first in ledger order');
     t.equal(count(rep.transitions, 'approve', 'block'), 7);
+  });
+
+  t.test('split across worker threads in small chunks: the same report as one pass', async (t) => {
+    const job = {
+      dbPath: join(w.dir, 'ledger'),
+      candidate: (await resolveCandidate(w.candidateFile, { policyDir: w.policyDir })).sources,
+      baseline: (await activePolicySet(w.policyDir)).sources,
+      goldenFile: join(ROOT, 'manifests/golden.yaml'),
+      manifests: await loadManifestDir(join(ROOT, 'manifests/agents')),
+      since: null,
+      agent: null,
+      examples: 3,
+    };
+    const strip = (r: Record<string, unknown>) => ({ ...r, elapsed_ms: 0, rows_per_second: 0, threads: 0 });
+    const one = await runReplay({ ...job, threads: 1 });
+    t.equal(one.threads, 1);
+    // Chunks of 2 rows, all left to two workers: post-checks land in other chunks than their pre-checks
+    // and read them back.
+    const split = await runReplay({ ...job, threads: 3, chunkRows: 2, inThread: false });
+    t.ok(split.threads >= 1 && split.threads <= 2, `replayed by the workers (${split.threads})`);
+    t.same(strip(split as any), strip(one as any));
+    t.equal(count(split.transitions, 'approve', 'block'), 7);
+    t.equal(split.examples.length, 3, 'the first three in ledger order');
+    t.same(split.examples.map((e) => e.envelope_id), [w.ids.R1, w.ids.R2, w.ids.R3]);
   });
 });
 
