@@ -4,6 +4,7 @@ import type { Manifest } from '../contracts/manifest.js';
 import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { loadGoldenFile } from './golden.js';
 import { compilePolicySet, type PolicySource } from './pack.js';
+import { policyDifference } from './replay-difference.js';
 import { mergeReplayReports, replay, type ReplayOptions, type ReplayReport } from './replay.js';
 import { openLedgerReader, type LedgerReader } from './replay-source.js';
 
@@ -28,6 +29,8 @@ export interface ReplayJob {
   since: string | null;
   agent: string | null;
   examples: number;
+  /** Evaluate the baseline on every row, not only where a differing rule fires (tests compare the two). */
+  fullBaseline?: boolean;
   /** Threads in all (this one included); default: 1 below AUTO_PARALLEL_MIN_ROWS rows, else up to 4. */
   threads?: number;
   /** Rows per chunk when split across threads (default CHUNK_ROWS; tests use small ones). */
@@ -62,6 +65,7 @@ export async function prepareReplay(job: WorkerInput['job']): Promise<{ reader: 
   const golden = await loadGoldenFile(job.goldenFile);
   const candidate = { policies: compilePolicySet(job.candidate), golden, config: SCORING_CONFIG };
   const baseline = job.baseline === null ? null : { policies: compilePolicySet(job.baseline), golden, config: SCORING_CONFIG };
+  const difference = baseline === null || job.fullBaseline ? null : policyDifference({ set: candidate.policies, sources: job.candidate }, { set: baseline.policies, sources: job.baseline! });
   const reader = openLedgerReader(job.dbPath, job.encryptionKey ? Buffer.from(job.encryptionKey) : undefined);
   const manifests = new Map<string, Manifest>();
   for (const m of job.manifests) manifests.set(m.agent_id, m.manifest);
@@ -77,6 +81,7 @@ export async function prepareReplay(job: WorkerInput['job']): Promise<{ reader: 
       agent: job.agent,
       examples: job.examples,
       lookup: (id) => reader.byEnvelope(id),
+      difference,
     },
   };
 }
@@ -95,6 +100,7 @@ export async function runReplay(job: ReplayJob): Promise<RunReport> {
     since: job.since,
     agent: job.agent,
     examples: job.examples,
+    ...(job.fullBaseline ? { fullBaseline: true } : {}),
   };
   const { reader, options } = await prepareReplay(input);
   try {

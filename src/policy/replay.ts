@@ -2,10 +2,15 @@ import picomatch from 'picomatch';
 import type { RowHeader } from '../contracts/audit.js';
 import type { Outcome } from '../contracts/common.js';
 import type { Manifest } from '../contracts/manifest.js';
+import { adversarialCheck } from '../engine/checks/adversarial.js';
+import { policyCheck } from '../engine/checks/policy.js';
 import { evaluate } from '../engine/pipeline.js';
-import type { EngineInput, EngineResult } from '../engine/types.js';
+import type { EngineContext, EngineInput, EngineResult } from '../engine/types.js';
+import { buildView } from '../engine/view.js';
 import type { RuleSet } from '../runtime/governor.js';
 import { holdBlockedPreCheck, storedEngineInput, type StoredPayload } from '../runtime/stored-input.js';
+import type { PolicySet } from './policy-set.js';
+import type { PolicyDifference } from './replay-difference.js';
 
 /**
  * `gov policy replay`: re-decides stored executions under a candidate policy set and counts how the
@@ -56,6 +61,11 @@ export interface ReplayOptions {
    * the memo); null when there is none.
    */
   lookup?: (envelopeId: string) => ReplayRow | null;
+  /**
+   * The rules in which candidate and baseline differ (replay-difference.ts): the baseline is then evaluated
+   * only for rows where one of them fires. Needs both sets to share golden rules and scoring config.
+   */
+  difference?: PolicyDifference | null;
   /** A monotonic clock in ms for the rate (performance.now by default). */
   now?: () => number;
 }
@@ -197,6 +207,21 @@ export function replay(rows: Iterable<ReplayRow>, opts: ReplayOptions): ReplayRe
     });
   };
 
+  const difference = opts.difference && baseline && baseline.golden === candidate.golden && baseline.config === candidate.config ? opts.difference : null;
+  const fires = (set: PolicySet, input: EngineInput, view: ReturnType<typeof buildView>): boolean => {
+    if (set.rules.length === 0) return false;
+    const ctx = { policies: set, config: candidate.config } as EngineContext;
+    return policyCheck(input, ctx, view).hits.length > 0 || adversarialCheck(input, ctx, view).hits.length > 0;
+  };
+  /** The baseline's result: the candidate's own where no differing rule fires (see replay-difference.ts). */
+  const runBaseline = (input: EngineInput, payload: unknown, cand: EngineResult): EngineResult => {
+    if (difference !== null) {
+      const view = buildView(input);
+      if (!fires(difference.candidateOnly, input, view) && !fires(difference.baselineOnly, input, view)) return cand;
+    }
+    return run(input, baseline!, payload);
+  };
+
   /** The replayed outcomes of a post-check's pre-check: from the memo, else read back and re-decided. */
   const preOf = (id: string): HeldPre | null => {
     const h = held.get(id);
@@ -210,10 +235,11 @@ export function replay(rows: Iterable<ReplayRow>, opts: ReplayOptions): ReplayRe
     if (read.state !== 'ok') return null;
     const built = storedEngineInput({ ...row.header, payload: read.value }, null);
     if (!built.ok) return null;
+    const cand = run(built.input, candidate, read.value);
     return {
       payload: read.value,
-      candidate: run(built.input, candidate, read.value).decision.outcome,
-      baseline: baseline ? run(built.input, baseline, read.value).decision.outcome : null,
+      candidate: cand.decision.outcome,
+      baseline: baseline ? runBaseline(built.input, read.value, cand).decision.outcome : null,
     };
   };
 
@@ -254,7 +280,7 @@ export function replay(rows: Iterable<ReplayRow>, opts: ReplayOptions): ReplayRe
       continue;
     }
     let cand = run(built.input, candidate, payload);
-    let base = baseline ? run(built.input, baseline, payload) : null;
+    let base = baseline ? runBaseline(built.input, payload, cand) : null;
     if (pre !== null && h.parent_envelope_id !== null) {
       // The stored post-check of a blocked pre-check is held blocked; so is the replayed one.
       cand = holdBlockedPreCheck(pre.candidate, h.parent_envelope_id, cand);

@@ -259,6 +259,13 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
     t.equal(count(split.transitions, 'approve', 'block'), 7);
     t.equal(split.examples.length, 3, 'the first three in ledger order');
     t.same(split.examples.map((e) => e.envelope_id), [w.ids.R1, w.ids.R2, w.ids.R3]);
+
+    // The baseline is evaluated only where a rule the sets differ in fires; evaluating it on every row
+    // must give the same report.
+    const full = await runReplay({ ...job, threads: 1, fullBaseline: true });
+    t.same(strip(full as any), strip(one as any), 'same report with the baseline evaluated on every row');
+    t.equal(count(one.baseline_transitions, 'approve', 'block'), 7);
+    t.equal(one.drift, 0);
   });
 });
 
