@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { replay } from '../../src/policy/replay.js';
 import { activePolicySet, resolveCandidate } from '../../src/policy/replay-candidate.js';
 import { openLedgerReader } from '../../src/policy/replay-source.js';
 import { runReplay } from '../../src/policy/replay-run.js';
+import { parseSince } from '../../src/cli/policy-replay.js';
 import { preCheckExample, startGateway, workedExample, type TestGateway } from '../helpers/gateway.js';
 import { runCli } from '../helpers/gov-process.js';
 
@@ -120,6 +122,8 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
   const before = await w.gw.request('GET', '/v1/audit/chain/verify');
   t.equal(before.body.valid, true);
   const head = w.gw.composed.storage.ledger.head();
+  const fileHash = () => createHash('sha256').update(readFileSync(join(w.dir, 'ledger', 'data.mdb'))).digest('hex');
+  const bytesBefore = fileHash();
 
   const r = await replayJson(w, ['--version', w.candidateFile, '--examples', '10']);
   t.equal(r.rows.scanned, 12, 'every row of the snapshot');
@@ -153,6 +157,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
   const after = await w.gw.request('GET', '/v1/audit/chain/verify');
   t.same(after.body, before.body, 'chain verification unchanged');
   t.same(w.gw.composed.storage.ledger.head(), head, 'head unchanged');
+  t.equal(fileHash(), bytesBefore, 'the ledger file is byte for byte the same');
 
   t.test('--agent filters on the header', async (t) => {
     const a = await replayJson(w, ['--version', w.candidateFile, '--agent', 'billing-*']);
@@ -296,4 +301,18 @@ t.test('encrypted payloads: skipped without the key, replayed with it, refused w
   const wrong = await runCli(['policy', 'replay', '--db', join(dir, 'ledger'), '--policies', policyDir, '--version', candidateFile], cliEnv({ GOV_AUDIT_ENCRYPTION_KEY: 'cd'.repeat(32) }), 60_000);
   t.equal(wrong.code, 2);
   t.match(wrong.stderr, /does not match/);
+});
+
+t.test('--since forms and --help', async (t) => {
+  const now = new Date('2026-03-01T12:00:00Z');
+  t.equal(parseSince('24h', now).toISOString(), '2026-02-28T12:00:00.000Z');
+  t.equal(parseSince('30m', now).toISOString(), '2026-03-01T11:30:00.000Z');
+  t.equal(parseSince('7d', now).toISOString(), '2026-02-22T12:00:00.000Z');
+  t.equal(parseSince('2026-02-01T10:00:00+01:00', now).toISOString(), '2026-02-01T09:00:00.000Z');
+  for (const bad of ['yesterday', '12', '24 h', '2026-13-45']) t.throws(() => parseSince(bad, now), /--since/, bad);
+  const help = await runCli(['policy', 'replay', '--help'], cliEnv(), 60_000);
+  t.equal(help.code, 0);
+  t.match(help.stdout, /Usage: gov policy replay --version <v>/);
+  const top = await runCli(['--help'], cliEnv(), 60_000);
+  t.match(top.stdout, /policy replay --version <v>/, 'gov --help lists it');
 });
