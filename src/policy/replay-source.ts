@@ -28,7 +28,7 @@ export interface LedgerReader {
   byEnvelope(envelopeId: string): ReplayRow | null;
   /** Manifests registered through the API (the `manifests` namespace of the ledger's key-value store). */
   registeredManifests(): Array<{ agent_id: string; manifest: Manifest }>;
-  /** Head seq of the snapshot. */
+  /** The last seq stored in the snapshot (0 when empty). */
   headSeq(): number;
   close(): Promise<void>;
 }
@@ -127,8 +127,9 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
         return out;
       },
       headSeq() {
-        const head = meta.get('head', { transaction: txn }) as { seq?: number } | undefined;
-        return head?.seq ?? 0;
+        // The last stored key of the snapshot: what is there to read, whatever the head record says.
+        for (const k of rowsRaw.getKeys({ transaction: txn, reverse: true, limit: 1 })) return typeof k === 'number' ? k : 0;
+        return 0;
       },
       async close() {
         if (done) return;
