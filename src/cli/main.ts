@@ -5,6 +5,7 @@ import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { loadGoldenFile } from '../policy/golden.js';
 import { loadPolicyDir } from '../policy/loader.js';
 import { formatReport, readCaseDir, runCases } from '../policy/policy-test.js';
+import { policyReplayCommand } from './policy-replay.js';
 import { loadSettings, settingsHelp, SettingsError, type Mode } from '../config/settings.js';
 import { composeSidecar } from '../proxy/sidecar.js';
 import { compose } from '../server/compose.js';
@@ -18,6 +19,9 @@ Modes:
 
 Tools:
   policy test <case-dir>   run a policy case corpus against the packs (gov policy --help)
+  policy replay --version <v> [--since <time>] [--agent <glob>]
+                           re-decide stored executions under a candidate policy set and count the
+                           decisions that would change (gov policy replay --help)
 
 Settings are read from the environment; \`gov <mode> --help\` lists them.
 
@@ -77,6 +81,7 @@ async function run(mode: Mode): Promise<void> {
 }
 
 const POLICY_USAGE = `Usage: gov policy test <case-dir> [--policies DIR] [--manifests DIR] [--verbose]
+       gov policy replay --version <v> [--since <time>] [--agent <glob>] [...]  (gov policy replay --help)
 
 Runs every case of <case-dir>/*.yaml (a \`cases:\` list; format in docs/policies.md) through the engine
 with the packs of --policies (default GOV_POLICY_DIR, else ./policies) and the golden rules of
@@ -85,6 +90,7 @@ rules the cases exercise. Exit 0 when every case passes, 1 when one fails, 2 on 
 `;
 
 async function policyCommand(argv: string[]): Promise<number> {
+  if (argv[0] === 'replay') return policyReplayCommand(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     options: { help: { type: 'boolean', short: 'h' }, policies: { type: 'string' }, manifests: { type: 'string' }, verbose: { type: 'boolean', short: 'v' } },

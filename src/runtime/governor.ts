@@ -24,6 +24,7 @@ import { AppError } from '../server/app-error.js';
 import type { KillSwitch } from './kill-switch.js';
 import type { ManifestRegistry } from './manifest-registry.js';
 import type { ReviewQueue } from './review-queue.js';
+import { holdBlockedPreCheck, storedEngineInput, type StoredPayload } from './stored-input.js';
 
 /** Policies, golden rules and the scoring config in force; replaced as a whole when they are reloaded. */
 export interface RuleSet {
@@ -48,11 +49,6 @@ export interface GovernorDeps {
   clock: () => Date;
   onDecision?: (agentId: string, outcome: Outcome, latencyMs: number) => void;
   onBackgroundError?: (e: unknown) => void;
-}
-
-interface StoredPayload {
-  request: unknown;
-  response: unknown;
 }
 
 /** A decision whose row is still committing; `committed` rejects if the ledger cannot take it. */
@@ -192,11 +188,9 @@ export class Governor {
   postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest): Deferred<PostCheckResponse> {
     const started = performance.now();
     const input = fromPostCheck(pre.request, req, pre.envelopeId);
-    let { result, envelopeId, timestamp } = this.decide(input);
-    if (pre.outcome === 'block' && result.decision.outcome !== 'block') {
-      // A call whose pre-check was blocked must never be released, whatever its output scores.
-      result = { ...result, decision: { ...result.decision, outcome: 'block', reason: `pre-check ${pre.envelopeId} was blocked; ${result.decision.reason}`, review_deadline: null } };
-    }
+    const decided = this.decide(input);
+    const { envelopeId, timestamp } = decided;
+    const result = holdBlockedPreCheck(pre.outcome, pre.envelopeId, decided.result);
     const response: PostCheckResponse = { ...scoredResponse(result, envelopeId), pre_check_envelope_id: pre.envelopeId };
     const committed = this.persist('post_check', input, result, envelopeId, timestamp, pre.envelopeId, req, response, started);
     return { response, committed };
@@ -219,17 +213,10 @@ export class Governor {
     if (row.phase === 'decision' && row.parent_envelope_id) row = await this.d.ledger.get(row.parent_envelope_id);
     if (row === null) throw new AppError('not_found', `the original of envelope ${envelopeId} is missing`);
     if (row.phase === 'policy') throw new AppError('conflict', `envelope ${row.envelope_id} records a policy change, not a decision`);
-    const payload = row.payload as StoredPayload | null;
-    if (payload === null) throw new AppError('conflict', `the payload of envelope ${row.envelope_id} has been erased`);
-    let input: EngineInput;
-    if (row.phase === 'validate') input = fromValidate(payload.request as ValidateRequest);
-    else if (row.phase === 'pre_check') input = fromPreCheck(payload.request as PreCheckRequest);
-    else {
-      const pre = row.parent_envelope_id ? await this.d.ledger.get(row.parent_envelope_id) : null;
-      const prePayload = pre?.payload as StoredPayload | null | undefined;
-      if (!prePayload) throw new AppError('conflict', `the pre-check of envelope ${row.envelope_id} is missing or erased`);
-      input = fromPostCheck(prePayload.request as PreCheckRequest, payload.request as PostCheckRequest, row.parent_envelope_id!);
-    }
+    const pre = row.phase === 'post_check' && row.parent_envelope_id !== null && row.payload !== null ? await this.d.ledger.get(row.parent_envelope_id) : null;
+    const stored = storedEngineInput(row, pre?.payload ?? null);
+    if (!stored.ok) throw new AppError('conflict', stored.message);
+    const input = stored.input;
     const decided = this.decide(input);
     const response: DecisionRerunResponse = { ...scoredResponse(decided.result, decided.envelopeId), original_envelope_id: row.envelope_id };
     await this.persist('decision', input, decided.result, decided.envelopeId, decided.timestamp, row.envelope_id, { rerun_of: row.envelope_id }, response, started);

@@ -1,0 +1,176 @@
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { parseEncryptionKey } from '../ledger/payload-cipher.js';
+import { loadGoldenFile } from '../policy/golden.js';
+import { loadManifestDir } from '../policy/manifest-files.js';
+import { SKIP_REASONS, type ReplayReport, type Transition } from '../policy/replay.js';
+import { activePolicySet, CandidateError, resolveCandidate, type CandidateDeps, type ResolvedCandidate } from '../policy/replay-candidate.js';
+import { runReplay } from '../policy/replay-run.js';
+import { ReplaySourceError } from '../policy/replay-source.js';
+
+export const POLICY_REPLAY_USAGE = `Usage: gov policy replay --version <v> [--since <time>] [--agent <glob>] [--baseline <v>|none]
+                         [--db DIR] [--policies DIR] [--manifests DIR] [--examples N] [--threads N] [--json]
+
+Re-decides the stored validate, pre_check and post_check rows of the ledger under a candidate policy set and
+reports how the decisions would change, before anyone activates it. Reads the ledger read-only (the gateway
+or sidecar may keep running); writes nothing.
+
+  --version <v>    the candidate: a directory of packs (the whole set), or one pack file (the active set
+                   with the pack of the same name replaced by it, or added)
+  --baseline <v>   what the candidate is also compared with, re-evaluated on the same rows (default: the
+                   active packs of --policies); none: compare with the stored outcomes only
+  --since <time>   only rows at or after an ISO 8601 time, or a duration back from now (30m, 24h, 7d)
+  --agent <glob>   only rows of agents matching the glob (picomatch, e.g. 'billing-*')
+  --db DIR         the ledger (default GOV_DB_PATH, else GOV_EMBED_DB, else .gov/ledger)
+  --policies DIR   the active packs (default GOV_POLICY_DIR, else ./policies)
+  --manifests DIR  agent manifests and golden rules (default GOV_MANIFEST_DIR, else ./manifests)
+  --examples N     example envelopes per changed transition (default 5)
+  --threads N      threads in all, 1-4 (default: 1 below 20,000 rows, else one per core, at most 4)
+  --json           print one JSON object instead of the table
+
+Encrypted payloads are read with GOV_AUDIT_ENCRYPTION_KEY; without it they are counted as undecryptable.
+Exit 0 when the replay ran (whatever it found), 2 on a usage, file or ledger error. docs/policies.md, Replay.
+`;
+
+class UsageError extends Error {}
+
+const DURATION = /^(\d{1,6})(m|h|d)$/;
+const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `--since`: an ISO 8601 time with a date, or a duration back from now. */
+export function parseSince(text: string, now: Date): Date {
+  const d = DURATION.exec(text.trim());
+  if (d) return new Date(now.getTime() - Number(d[1]) * UNIT_MS[d[2] as keyof typeof UNIT_MS]);
+  if (/^\d{4}-\d{2}-\d{2}/.test(text)) {
+    const t = Date.parse(text);
+    if (Number.isFinite(t)) return new Date(t);
+  }
+  throw new UsageError(`--since ${JSON.stringify(text)}: expected an ISO 8601 time (2026-11-24T09:00:00Z) or a duration (30m, 24h, 7d)`);
+}
+
+function pad(rows: string[][]): string[] {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd());
+}
+
+function transitionTable(title: string, list: readonly Transition[]): string[] {
+  if (list.length === 0) return [`${title}: none`];
+  const rows = [[title, 'rows'], ...list.map((t) => [`${t.from} -> ${t.to}${t.from === t.to ? '' : '  *'}`, String(t.count)])];
+  return pad(rows).map((l) => `  ${l}`);
+}
+
+/** The report as the terminal shows it: counts, both transition tables, examples. */
+export function formatReplayReport(r: ReplayReport & { threads?: number }, candidate: string, baseline: string | null): string {
+  const lines: string[] = [];
+  lines.push(`candidate: ${r.candidate_version}  (${candidate})`);
+  lines.push(`baseline:  ${r.baseline_version === null ? 'none (stored outcomes only)' : `${r.baseline_version}  (${baseline})`}`);
+  const filters = [r.since ? `since ${r.since}` : '', r.agent ? `agent ${r.agent}` : ''].filter(Boolean).join(', ');
+  const skipped = SKIP_REASONS.filter((k) => r.rows.skipped[k] > 0).map((k) => `${k} ${r.rows.skipped[k]}`);
+  lines.push(`rows: ${r.rows.scanned} scanned, ${r.rows.replayed} replayed${skipped.length ? `, skipped: ${skipped.join(', ')}` : ''}${filters ? ` (${filters})` : ''}`);
+  lines.push(`changed: ${r.changed} of ${r.rows.replayed} vs stored${r.changed_vs_baseline === null ? '' : `; ${r.changed_vs_baseline} vs baseline; drift (baseline != stored): ${r.drift}`}`);
+  lines.push('');
+  lines.push(...transitionTable('stored -> candidate', r.transitions));
+  if (r.baseline_version !== null) {
+    lines.push('');
+    lines.push(...transitionTable('baseline -> candidate', r.baseline_transitions));
+  }
+  if (r.examples.length > 0) {
+    lines.push('');
+    lines.push('examples (stored -> candidate):');
+    for (const e of r.examples) {
+      const rules = [...e.rules_added.map((id) => `+${id}`), ...e.rules_removed.map((id) => `-${id}`)].join(' ');
+      lines.push(`  ${e.from} -> ${e.to}  ${e.envelope_id}  ${e.phase} ${e.agent_id} ${e.timestamp}${e.baseline !== null ? `  baseline ${e.baseline}` : ''}${rules ? `  ${rules}` : ''}`);
+    }
+  }
+  lines.push('');
+  lines.push(`${r.rows.scanned} rows in ${(r.elapsed_ms / 1000).toFixed(2)} s (${r.rows_per_second} rows/s${r.threads !== undefined && r.threads > 1 ? `, ${r.threads} threads` : ''})`);
+  return `${lines.join('\n')}\n`;
+}
+
+export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'string' },
+        baseline: { type: 'string' },
+        since: { type: 'string' },
+        agent: { type: 'string' },
+        db: { type: 'string' },
+        policies: { type: 'string' },
+        manifests: { type: 'string' },
+        examples: { type: 'string' },
+        json: { type: 'boolean' },
+        threads: { type: 'string' },
+      },
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    process.stderr.write(`gov policy replay: ${(e as Error).message}\n${POLICY_REPLAY_USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(POLICY_REPLAY_USAGE);
+    return 0;
+  }
+  try {
+    const version = values.version as string | undefined;
+    if (!version) throw new UsageError('--version <v> is required (a pack file or a directory of packs)');
+    const examples = values.examples === undefined ? 5 : Number(values.examples);
+    if (!Number.isInteger(examples) || examples < 0 || examples > 1000) throw new UsageError('--examples must be an integer from 0 to 1000');
+    const threads = values.threads === undefined ? undefined : Number(values.threads);
+    if (threads !== undefined && (!Number.isInteger(threads) || threads < 1 || threads > 4)) throw new UsageError('--threads must be an integer from 1 to 4');
+    const since = values.since === undefined ? null : parseSince(values.since as string, new Date());
+    const agent = (values.agent as string | undefined) ?? null;
+    if (agent !== null && agent.trim() === '') throw new UsageError('--agent must be a non-empty glob');
+    const policyDir = (values.policies as string | undefined) ?? env.GOV_POLICY_DIR ?? 'policies';
+    const manifestDir = (values.manifests as string | undefined) ?? env.GOV_MANIFEST_DIR ?? 'manifests';
+    const dbPath = (values.db as string | undefined) ?? env.GOV_DB_PATH ?? env.GOV_EMBED_DB ?? '.gov/ledger';
+    if (dbPath === ':memory:') throw new UsageError('the ledger is :memory:, nothing is stored to replay; give --db');
+    let key: Buffer | undefined;
+    const keyText = env.GOV_AUDIT_ENCRYPTION_KEY;
+    if (keyText !== undefined && keyText.trim() !== '') {
+      try {
+        key = parseEncryptionKey(keyText);
+      } catch (e) {
+        throw new UsageError(`GOV_AUDIT_ENCRYPTION_KEY: ${(e as Error).message}`);
+      }
+    }
+
+    // Seam for the policy version store: pass `stored` here once it is wired (replay-candidate.ts).
+    const deps: CandidateDeps = { policyDir };
+    const candidate = await resolveCandidate(version, deps);
+    const baselineRef = (values.baseline as string | undefined) ?? null;
+    let baseline: ResolvedCandidate | null;
+    if (baselineRef === 'none') baseline = null;
+    else if (baselineRef !== null) baseline = await resolveCandidate(baselineRef, deps);
+    else baseline = await activePolicySet(policyDir);
+
+    const goldenFile = join(manifestDir, 'golden.yaml');
+    await loadGoldenFile(goldenFile); // refused here, with its file and reason, rather than in a worker
+    const report = await runReplay({
+      dbPath,
+      encryptionKey: key ?? null,
+      candidate: candidate.sources,
+      baseline: baseline?.sources ?? null,
+      goldenFile,
+      manifests: await loadManifestDir(join(manifestDir, 'agents')),
+      since: since?.toISOString() ?? null,
+      agent,
+      examples,
+      ...(threads !== undefined ? { threads } : {}),
+    });
+    if (values.json) {
+      process.stdout.write(`${JSON.stringify({ ledger: dbPath, candidate: { ref: version, description: candidate.description }, baseline: baseline === null ? null : { ref: baselineRef ?? policyDir, description: baseline.description }, ...report })}\n`);
+    } else {
+      process.stdout.write(formatReplayReport(report, candidate.description, baseline?.description ?? null));
+    }
+    return 0;
+  } catch (e) {
+    const known = e instanceof UsageError || e instanceof CandidateError || e instanceof ReplaySourceError || (e as Error).name === 'PolicyLoadError';
+    process.stderr.write(`gov policy replay: ${(e as Error).message}\n`);
+    return known ? 2 : 1;
+  }
+}

@@ -1,0 +1,145 @@
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { open, type RootDatabase } from 'lmdb';
+import type { RowHeader } from '../contracts/audit.js';
+import type { Manifest } from '../contracts/manifest.js';
+import { hmacSha256Latin1 } from '../ledger/chain.js';
+import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows } from '../ledger/lmdb-layout.js';
+import { keyFingerprint, openPayload } from '../ledger/payload-cipher.js';
+import { FLAG_ENCRYPTED, FLAG_ERASED, HASH_BYTES, readRowLayout } from '../ledger/row-format.js';
+import type { PayloadRead, ReplayRow } from './replay.js';
+
+/**
+ * The stored rows of an LMDB ledger, read for `gov policy replay` without ever writing: the environment is
+ * opened read-only (MDB_RDONLY: no write transaction can begin, and the gateway or sidecar writing the same
+ * ledger meanwhile is one more LMDB reader's worth of concern), and every row is read inside one read
+ * snapshot, so rows the writer appends during the replay are not seen and nothing shifts underneath.
+ */
+
+export class ReplaySourceError extends Error {}
+
+export interface LedgerReader {
+  /**
+   * The rows from seq `start` up to (not including) `end` (default: all), in seq order, inside the
+   * snapshot; each payload is decoded only when asked for, and before the next row is read.
+   */
+  rows(start?: number, end?: number): Iterable<ReplayRow>;
+  /** A row by envelope id (the pre-check of a post-check outside the replayed range), or null. */
+  byEnvelope(envelopeId: string): ReplayRow | null;
+  /** Manifests registered through the API (the `manifests` namespace of the ledger's key-value store). */
+  registeredManifests(): Array<{ agent_id: string; manifest: Manifest }>;
+  /** The last seq stored in the snapshot (0 when empty). */
+  headSeq(): number;
+  close(): Promise<void>;
+}
+
+const KV_MANIFESTS = 'manifests';
+
+function decodePayload(b: Buffer, payloadKey: Buffer | undefined): PayloadRead {
+  const layout = readRowLayout(b);
+  if (layout === null) return { state: 'damaged' };
+  if (layout.flags & FLAG_ERASED) return { state: 'erased' };
+  let plain: Uint8Array | null = b.subarray(layout.payloadStart, layout.payloadEnd);
+  if (layout.flags & FLAG_ENCRYPTED) {
+    if (payloadKey === undefined) return { state: 'undecryptable' };
+    plain = openPayload(payloadKey, b.subarray(layout.commitmentStart, layout.commitmentStart + HASH_BYTES), plain);
+    if (plain === null) return { state: 'damaged' };
+  }
+  // The commitment check costs ~1 µs and keeps a payload altered on disk out of the comparison.
+  const recomputed = hmacSha256Latin1(b.subarray(layout.saltStart, layout.saltEnd), plain);
+  if (b.toString('latin1', layout.commitmentStart, layout.commitmentStart + HASH_BYTES) !== recomputed) return { state: 'damaged' };
+  try {
+    return { state: 'ok', value: JSON.parse(Buffer.from(plain.buffer, plain.byteOffset, plain.byteLength).toString('utf8')) };
+  } catch {
+    return { state: 'damaged' };
+  }
+}
+
+function headerOf(b: Buffer, seq: number): RowHeader {
+  const layout = readRowLayout(b);
+  if (layout === null) throw new ReplaySourceError(`stored row ${seq} is not a valid ledger row; run the chain verification to locate the damage`);
+  try {
+    return JSON.parse(b.toString('utf8', layout.headerStart, layout.headerEnd)) as RowHeader;
+  } catch {
+    throw new ReplaySourceError(`stored row ${seq} has an unreadable header; run the chain verification to locate the damage`);
+  }
+}
+
+/** Zero-copy row value → ReplayRow; the payload closure must run before the next read (the core does). */
+function replayRow(value: Buffer, seq: number, payloadKey: Buffer | undefined): ReplayRow {
+  const header = headerOf(value, seq);
+  return { header, payload: () => decodePayload(value, payloadKey) };
+}
+
+/**
+ * Opens the ledger at `path` read-only. `encryptionKey` decrypts encrypted payloads; without one they are
+ * reported as undecryptable. A key that is not the ledger's is an error, as it is for the gateway.
+ */
+export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerReader {
+  const dataFile = /\.[^/]+$/.test(path) ? path : join(path, 'data.mdb');
+  if (!existsSync(dataFile) || !statSync(dataFile).isFile()) throw new ReplaySourceError(`no ledger at ${path} (expected ${dataFile})`);
+  let env: RootDatabase;
+  try {
+    env = open({ path, ...LMDB_ENV_OPTIONS, readOnly: true });
+  } catch (e) {
+    throw new ReplaySourceError(`cannot open the ledger at ${path} read-only: ${(e as Error).message}`);
+  }
+  try {
+    const meta = env.openDB<unknown, string>(LMDB_DB_NAMES.meta, {});
+    const fingerprint = meta.get('key_fingerprint') as string | undefined;
+    if (encryptionKey !== undefined && fingerprint !== undefined && fingerprint !== keyFingerprint(encryptionKey)) {
+      throw new ReplaySourceError(`the audit encryption key does not match the key the ledger at ${path} was written with`);
+    }
+    const key = encryptionKey !== undefined && fingerprint !== undefined ? encryptionKey : undefined;
+    const rowsRaw = openRawRows(env);
+    // Lookups copy the value: the range being iterated holds a zero-copy view a read would overwrite.
+    const rowsCopied = env.openDB<Buffer, number>(LMDB_DB_NAMES.rows, { encoding: 'binary' });
+    const envelopes = env.openDB<number, string>(LMDB_DB_NAMES.envelopes, {});
+    const kv = env.openDB<string, [string, string]>(LMDB_DB_NAMES.kv, { encoding: 'string' });
+    // One snapshot for the whole replay: rows appended meanwhile are not part of it.
+    const txn = env.useReadTransaction();
+    let done = false;
+    return {
+      *rows(start?: number, end?: number) {
+        const range = { transaction: txn, ...(start !== undefined ? { start } : {}), ...(end !== undefined ? { end } : {}) };
+        for (const { key: seq, value } of rowsRaw.getRange(range)) {
+          if (typeof seq !== 'number') continue;
+          yield replayRow(value, seq, key);
+        }
+      },
+      byEnvelope(envelopeId) {
+        const seq = envelopes.get(envelopeId, { transaction: txn });
+        if (typeof seq !== 'number') return null;
+        const raw = rowsCopied.get(seq, { transaction: txn });
+        if (raw === undefined) return null;
+        return replayRow(raw, seq, key);
+      },
+      registeredManifests() {
+        const out: Array<{ agent_id: string; manifest: Manifest }> = [];
+        for (const { key: k, value } of kv.getRange({ start: [KV_MANIFESTS], transaction: txn })) {
+          if (!Array.isArray(k) || k[0] !== KV_MANIFESTS) break;
+          try {
+            out.push({ agent_id: String(k[1]), manifest: (JSON.parse(value) as { manifest: Manifest }).manifest });
+          } catch {
+            // A manifest entry that does not parse is one the gateway could not load either.
+          }
+        }
+        return out;
+      },
+      headSeq() {
+        // The last stored key of the snapshot: what is there to read, whatever the head record says.
+        for (const k of rowsRaw.getKeys({ transaction: txn, reverse: true, limit: 1 })) return typeof k === 'number' ? k : 0;
+        return 0;
+      },
+      async close() {
+        if (done) return;
+        done = true;
+        txn.done();
+        await env.close();
+      },
+    };
+  } catch (e) {
+    void env.close();
+    throw e;
+  }
+}
