@@ -52,7 +52,7 @@ t.test('rule defaults and shapes', async (t) => {
   t.same([b.amount, b.severity], [40, 'error']);
   t.same([c.amount, c.severity], [100, 'critical']);
   t.equal(set.rules.length, 3, 'disabled rules are not compiled');
-  t.same(set.policyRules.params.map((r) => r.id), ['a']);
+  t.same(set.policyRules.params.map((r) => r.rule.id), ['a']);
 });
 
 t.test('bad packs fail with the file and the path', async (t) => {
@@ -63,7 +63,7 @@ t.test('bad packs fail with the file and the path', async (t) => {
   await bad(pack('  - {id: r, targets: output, pattern: x, effect: explode}'), /broken\.yaml: rules\[0\]\.effect: /);
   await bad(pack('  - {id: r, targets: everywhere, pattern: x, effect: block}'), /broken\.yaml: rules\[0\]\.targets/);
   await bad(pack('  - {id: r, targets: output, detector: nonsense, effect: block}'), /rules\[0\]\.detector: unknown detector "nonsense"/);
-  await bad(pack('  - {id: r, targets: output, effect: block}'), /exactly one of `detector`, `pattern` or `when`/);
+  await bad(pack('  - {id: r, targets: output, effect: block}'), /exactly one of `detector`, `pattern`, `regex`, `when`/);
   await bad(pack('  - {id: r, targets: output, pattern: x, detector: email, effect: block}'), /exactly one/);
   await bad(pack('  - {id: r, targets: output, pattern: "(a+)+", effect: block}'), /rules\[0\]\.pattern: .*catastrophically/);
   await bad(pack('  - {id: r, targets: output, pattern: "(", effect: block}'), /rules\[0\]\.pattern: invalid regular expression/);
