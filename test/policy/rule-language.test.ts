@@ -11,6 +11,7 @@ import { compilePolicySet } from '../../src/policy/pack.js';
 import { PolicyLoadError } from '../../src/policy/errors.js';
 import { groupDetectors, PII_KINDS, SECRET_DETECTORS } from '../../src/policy/detector-groups.js';
 import { DETECTORS } from '../../src/policy/detectors.js';
+import { runCases, type PolicyCase } from '../../src/policy/policy-test.js';
 
 const pack = (rules: string, head = 'name: p\nversion: 1.0.0') => compilePolicySet([{ origin: 'p.yaml', text: `${head}\nrules:\n${rules}` }]);
 
@@ -202,4 +203,18 @@ t.test('mask collects the matched text, every match, and the whole value where n
   t.equal(r.masks!.some((m) => m.text.includes('mail a@')), false, 'a regex detector masks its match, not the whole value');
   t.same(Object.keys(r).includes('masks') && JSON.stringify(r.validation).includes('example'), false, 'no matched text in the validation');
   t.equal(run(set, validate(OK)).masks, undefined);
+});
+
+t.test('gov policy test cases reach the new effects, targets and the tool calls of an execution', async (t) => {
+  const set = pack([
+    '  - {id: big-refund-made, targets: "params:amount", regex: "^amount: \\\\d{4,}", effect: request_evidence}',
+    '  - {id: mask-mail, targets: output, pii: [email], effect: mask}',
+  ].join('\n'));
+  const cases: PolicyCase[] = [
+    { name: 'a refund of 2500 was made', phase: 'validate', agent_id: 'bot', metadata: {}, input: '', tool_results: [], context: [], params: {}, tools_called: [{ name: 'issue_refund', args: { amount: 2500 } }], manifest: { tools: [{ name: 'issue_refund' }] } as never, output_text: 'Refunded.', expect: { outcome: 'request_evidence', rules: ['big-refund-made'] } },
+    { name: 'an address is masked, nothing else changes', phase: 'validate', agent_id: 'bot', metadata: {}, input: '', tool_results: [], context: [], params: {}, tools_called: [], output_text: 'Thanks for reaching out at a@example.com', expect: { rules: ['mask-mail'] } },
+  ];
+  const report = runCases(cases.map((c) => ({ file: 'inline', case: c })), { policies: set, golden: emptyGoldenSet(), config: SCORING_CONFIG });
+  t.same(report.results.map((r) => r.problems), [[], []]);
+  t.same(report.exercised, ['big-refund-made', 'mask-mail']);
 });
