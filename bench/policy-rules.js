@@ -25,17 +25,28 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
+/**
+ * Wall-clock p50/p99 (the goal's figures) and the p99 of the process's CPU time per call. On a shared
+ * machine a call that the scheduler preempts counts the wait in its wall time: with ~70 µs calls and a
+ * few-millisecond time slice, over 1 % of calls straddle a preemption whenever the cores are oversubscribed,
+ * and the wall p99 then measures the scheduler, not the code. The CPU-time p99 (µs resolution) does not.
+ */
 function measure(fn) {
   for (let i = 0; i < WARMUP; i++) fn();
   const samples = new Float64Array(ITERATIONS);
+  const cpu = new Float64Array(ITERATIONS);
   for (let i = 0; i < ITERATIONS; i++) {
+    const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     fn();
     samples[i] = Number(process.hrtime.bigint() - t0) / 1e6;
+    const c = process.cpuUsage(c0);
+    cpu[i] = (c.user + c.system) / 1000;
   }
   samples.sort();
+  cpu.sort();
   const round = (x) => Math.round(x * 10_000) / 10_000;
-  return [round(percentile(samples, 50)), round(percentile(samples, 99))];
+  return [round(percentile(samples, 50)), round(percentile(samples, 99)), round(percentile(cpu, 99))];
 }
 
 export default async function run() {
@@ -58,17 +69,19 @@ export default async function run() {
   if (first.decision.outcome !== 'approve') throw new Error(`worked example decided ${first.decision.outcome}: ${first.decision.reason}`);
 
   const input = fromValidate(req);
-  const [p50, p99] = measure(() => {
+  const [p50, p99, c99] = measure(() => {
     const view = buildView(input);
     policyCheck(input, ctx, view);
     adversarialCheck(input, ctx, view);
   });
-  const [e50, e99] = measure(() => evaluate(fromValidate(req), ctx));
+  const [e50, e99, ec99] = measure(() => evaluate(fromValidate(req), ctx));
   return {
     'policy 50 rules p50 ms': p50,
     'policy 50 rules p99 ms': p99,
+    'policy 50 rules p99 cpu ms': c99,
     'engine 50 rules p50 ms': e50,
     'engine 50 rules p99 ms': e99,
+    'engine 50 rules p99 cpu ms': ec99,
   };
 }
 

@@ -2,6 +2,7 @@ import type { Failure } from '../../contracts/runtime.js';
 import { EFFECT_RANK, SEVERITY_RANK, type CompiledRule, type PolicySet, type PolicyTarget, type RulesByTarget, type TargetedRule } from '../../policy/policy-set.js';
 import { valueAt } from '../../policy/conditions.js';
 import type { ScoringConfig } from '../scoring-config.js';
+import type { TextMatcher } from '../../policy/detectors.js';
 import { factLeaves, type EvalView, type Leaf } from '../view.js';
 
 export interface RuleHit {
@@ -127,7 +128,7 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
         (fired ??= new Map()).set(rule, { path: t.at === null ? target : rule.targets.find((x) => x.startsWith(`${target}:`)) ?? target, detector: rule.matcher.label });
         continue;
       }
-      scanLeaves(t, leaves, masking, (leaf, detector, ranges) => {
+      scanLeaves(view, t, leaves, masking, (leaf, detector, ranges) => {
         fired ??= new Map();
         if (!fired.has(rule)) fired.set(rule, { path: leaf.path, detector });
         if (masking) mask(rule, maskedParts(leaf, ranges));
@@ -167,13 +168,26 @@ function hasNone(t: TargetedRule, leaves: readonly Leaf[]): boolean {
   return seen;
 }
 
+/** Texts shorter than this are scanned again rather than looked up: a lookup costs about as much. */
+const MEMO_MIN_CHARS = 256;
+
+/** `m.find(leaf.text)`, remembered per call for long texts (several rules often share a detector). */
+function findIn(view: EvalView, m: TextMatcher, leaf: Leaf): number {
+  if (leaf.text.length < MEMO_MIN_CHARS) return m.find(leaf.text);
+  let byMatcher = view.found.get(leaf);
+  if (byMatcher === undefined) view.found.set(leaf, (byMatcher = new Map()));
+  let i = byMatcher.get(m);
+  if (i === undefined) byMatcher.set(m, (i = m.find(leaf.text)));
+  return i;
+}
+
 /** Calls `hit` for the first matching leaf, or, when masking, for every one (with the match ranges). */
-function scanLeaves(t: TargetedRule, leaves: readonly Leaf[], masking: boolean, hit: (leaf: Leaf, detector: string, ranges: ReadonlyArray<[number, number]> | null) => void): void {
+function scanLeaves(view: EvalView, t: TargetedRule, leaves: readonly Leaf[], masking: boolean, hit: (leaf: Leaf, detector: string, ranges: ReadonlyArray<[number, number]> | null) => void): void {
   const members = t.rule.members;
   for (const leaf of leaves) {
     if (t.at !== null && !t.at(leaf.path)) continue;
     for (const m of members) {
-      if (m.find(leaf.text) === -1) continue;
+      if (findIn(view, m, leaf) === -1) continue;
       if (!masking) {
         hit(leaf, m.label, null);
         return;
