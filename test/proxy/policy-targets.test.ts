@@ -32,6 +32,18 @@ rules:
         - { path: provider, eq: mcp }
         - { path: upstream, not_in: [orders] }
     effect: block
+  - id: no-shell-tool
+    targets: tools
+    contains: shell
+    effect: block
+  - id: retired-models
+    targets: model
+    regex: "^gpt-3"
+    effect: block
+  - id: order-9999
+    targets: "params:order_id"
+    regex: "^order_id: 9999$"
+    effect: block
   - id: mask-email
     targets: [output, input]
     pii: [email]
@@ -86,6 +98,30 @@ t.test('provider, MCP method and upstream rules, and mask, through the sidecar',
     t.match(JSON.stringify(post.payload.request.output), /Sure, I wrote to \[masked:mask-email\] for you\./);
     const verify = await sc.api('GET', '/v1/audit/chain/verify');
     t.equal(verify.body.valid, true);
+  });
+
+  await t.test('rules on the declared tools, the model and a tool argument, through each SDK', async (t) => {
+    const before = mock.requests.length;
+    const shell = await refusedWith(t, OpenAIError, openai('ops-bot').chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'Hello?' }],
+      tools: [{ type: 'function', function: { name: 'run_shell', parameters: { type: 'object', properties: {} } } }],
+    }));
+    t.match(shell.message, /no-shell-tool/);
+    const retired = await refusedWith(t, OpenAIError, openai('ops-bot').chat.completions.create({ model: 'gpt-3.5-turbo', messages: [{ role: 'user', content: 'Hello?' }] }));
+    t.match(retired.message, /retired-models/);
+    const retiredClaude = await anthropic('ops-bot').messages.create(ask).withResponse();
+    t.equal(retiredClaude.response.headers.get('x-gov-decision'), 'approve', 'claude-mock-1 is not a retired model');
+    t.equal(mock.requests.length, before + 1, 'only the allowed call reached an upstream');
+
+    const c = await connectMcp(`${sc.proxyUrl}/mcp/orders`, { 'x-agent-id': 'ops-bot' });
+    t.teardown(() => c.client.close());
+    const received = mcp.toolsCallsReceived;
+    const refused = await c.client.callTool({ name: 'lookup_order', arguments: { order_id: '9999' } }).then(() => null, (e: Error) => e);
+    t.match(refused?.message, new RegExp(`"code":${MCP_GOVERNANCE_REFUSED}.*order-9999`));
+    t.equal(mcp.toolsCallsReceived, received, 'the refused call never reached the MCP server');
+    const ok = await c.client.callTool({ name: 'lookup_order', arguments: { order_id: '1234' } });
+    t.same(ok.structuredContent, { order_id: '1234', status: 'shipped' }, 'another order id passes');
   });
 
   await t.test('a rule on the MCP method blocks tools/call of an MCP client; listing still works', async (t) => {
