@@ -111,9 +111,13 @@ export const PolicyPackSpec = z
   })
   .superRefine((p, ctx) => {
     if ((p.name === undefined) === (p.pack === undefined)) ctx.addIssue({ code: 'custom', path: ['name'], message: 'a pack needs exactly one of `name` or `pack` (they mean the same)' });
-  })
-  .transform(({ name, pack, ...rest }) => ({ ...rest, pack: (pack ?? name)! }));
+  });
 export type PolicyPackSpec = z.infer<typeof PolicyPackSpec>;
+
+/** A pack's name, under either key (the schema requires exactly one). */
+export function packName(spec: PolicyPackSpec): string {
+  return (spec.name ?? spec.pack)!;
+}
 
 export interface PolicySource {
   /** File name (or another stable label); it enters the version hash, so it must not depend on the machine. */
@@ -278,9 +282,10 @@ export function compilePolicySet(sources: readonly PolicySource[]): PolicySet {
   for (const source of ordered) {
     const spec = parsePolicyPack(source);
     const where = source.location ?? source.origin;
-    const clash = seenPacks.get(spec.pack);
-    if (clash !== undefined) throw new PolicyLoadError(where, [`pack: "${spec.pack}" is also defined in ${clash}`]);
-    seenPacks.set(spec.pack, where);
+    const name = packName(spec);
+    const clash = seenPacks.get(name);
+    if (clash !== undefined) throw new PolicyLoadError(where, [`pack: "${name}" is also defined in ${clash}`]);
+    seenPacks.set(name, where);
     let count = 0;
     const appliesTo = agentFilter(spec.applies_to);
     spec.rules.forEach((r, i) => {
@@ -288,10 +293,10 @@ export function compilePolicySet(sources: readonly PolicySource[]): PolicySet {
       const other = seenRules.get(r.id);
       if (other !== undefined) throw new PolicyLoadError(where, [`rules[${i}].id: "${r.id}" is also defined in ${other}`]);
       seenRules.set(r.id, where);
-      rules.push(compileRule(where, spec.pack, i, r, appliesTo));
+      rules.push(compileRule(where, name, i, r, appliesTo));
       count++;
     });
-    packs.push({ name: spec.pack, version: spec.version, origin: source.origin, rules: count });
+    packs.push({ name, version: spec.version, origin: source.origin, rules: count });
     hash.update(source.origin).update('\0').update(source.text).update('\0');
   }
   const names = [...packs]
