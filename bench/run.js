@@ -5,12 +5,14 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const MODULES = ['engine.js', 'ledger.js', 'http.js', 'proxy.js', 'proxy-memory.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
+const MODULES = ['engine.js', 'policy-rules.js', 'ledger.js', 'http.js', 'proxy.js', 'proxy-memory.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
 const here = (name) => fileURLToPath(new URL(name, import.meta.url));
 
 /** The goals for this 2-core machine, shown beside the figures they apply to. */
 const GOALS = {
   'engine p99 ms': '<= 0.5',
+  'policy 50 rules p99 ms': '<= 0.2',
+  'engine 50 rules p99 ms': '<= 0.5',
   'ledger append rows/s': '>= 100000',
   'chain verify rows/s': '>= 500000',
   'http validate req/s': '>= 5000',

@@ -30,6 +30,8 @@ export const MatchedRule = z.object({
   gate: z.string().nullable(),
   /** Where it matched (`output.text`, `tool_results[0].output.body`, `context[1]`...). */
   path: z.string(),
+  /** The detector that matched (for a group such as `pii: [...]`, the member that found it), or `condition` for a `when` rule. */
+  detector: z.string(),
   message: z.string(),
 });
 
@@ -40,6 +42,7 @@ export const PolicyEvaluateResponse = z.object({
   /** The policy signal after the adversarial cap, as confidence reads it. */
   policy_score: z.number(),
   safety_score: z.number(),
+  /** Every matched rule, most severe first (effect, then severity, pack name, rule id): the first one decides. */
   matched: z.array(MatchedRule),
 });
 export type PolicyEvaluateResponse = z.infer<typeof PolicyEvaluateResponse>;

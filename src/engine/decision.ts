@@ -31,13 +31,17 @@ function ruleList(hits: readonly RuleHit[], effect?: string): string {
     .join(', ');
 }
 
+/** How strong an outcome is, for policy effects that set a floor (request_evidence, retry). */
+const OUTCOME_RANK: Readonly<Record<Outcome, number>> = { approve: 0, pending: 0, retry: 1, request_evidence: 2, escalate: 3, block: 4 };
+
 /**
- * Hard gates first, then the weighted rules, first match wins. The kill switch is handled before any
- * scoring by the pipeline. `pending` is never produced by this version: it is reserved for the review
+ * Hard gates first, then the weighted rules, first match wins. A policy `request_evidence` or `retry` rule
+ * sets a floor on the weighted outcome: it decides unless the weighted rules reach something stronger
+ * (block, escalate; request_evidence over retry). flag, mask and penalty only lower the policy score.
+ * The kill switch is handled before any scoring by the pipeline. `pending` is never produced by this version: it is reserved for the review
  * lifecycle (a human reviewer's claim moves an escalated decision through it).
  */
 export function decide(f: DecisionFacts, config: ScoringConfig): DecisionOutcome {
-  const d = config.decision;
   // Spec hard gate (b): any tool-trust failure blocks, bypassing the weighted engine.
   if (f.tool_trust_score < 100) {
     const what = f.toolTrustFailures.slice(0, 3).map((x) => x.message).join('; ');
@@ -53,7 +57,19 @@ export function decide(f: DecisionFacts, config: ScoringConfig): DecisionOutcome
   if (f.policy.escalated) {
     return { outcome: 'escalate', reason: `policy escalate: ${ruleList(f.policy.hits, 'escalate')}` };
   }
+  const weighted = weightedDecision(f, config);
+  if (f.policy.requestEvidence && OUTCOME_RANK[weighted.outcome] < OUTCOME_RANK.request_evidence) {
+    return { outcome: 'request_evidence', reason: `policy request_evidence: ${ruleList(f.policy.hits, 'request_evidence')}` };
+  }
+  if (f.policy.retry && OUTCOME_RANK[weighted.outcome] < OUTCOME_RANK.retry) {
+    return { outcome: 'retry', reason: `policy retry: ${ruleList(f.policy.hits, 'retry')}` };
+  }
+  return weighted;
+}
 
+/** The weighted rules of the spec, after every hard gate has passed. */
+function weightedDecision(f: DecisionFacts, config: ScoringConfig): DecisionOutcome {
+  const d = config.decision;
   const c = f.final_confidence;
   const tier = f.risk.tier;
   if (c < d.block_below_confidence) {

@@ -145,7 +145,7 @@ export function evaluate(input: EngineInput, ctx: EngineContext): EngineResult {
     ...golden.failures,
     ...grounding.failures,
   ];
-  return {
+  const result: EngineResult = {
     validation: {
       schema_score: schema.score,
       evidence_score: grounding.score,
@@ -172,4 +172,12 @@ export function evaluate(input: EngineInput, ctx: EngineContext): EngineResult {
     confidence_rationale: confidence.rationale,
     governance_disclosure: disclosure(decision.outcome, confidence.final_confidence, risk.tier, config.version, ctx.policies.version),
   };
+  if (policy.masks.length > 0 || adversarial.masks.length > 0) result.masks = [...policy.masks, ...adversarial.masks];
+  if (policy.hits.length > 0 || adversarial.hits.length > 0) {
+    const detectors: Record<string, string> = {};
+    for (const h of policy.hits) detectors[h.rule.id] = h.detector;
+    for (const h of adversarial.hits) detectors[h.rule.id] = h.detector;
+    result.detectors = detectors;
+  }
+  return result;
 }

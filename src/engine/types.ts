@@ -66,6 +66,13 @@ export interface EngineResult {
   decision: Decision;
   confidence_rationale: string;
   governance_disclosure: string;
+  /**
+   * Text that `mask` rules matched, to be redacted in the stored row (never sent to a caller); absent when
+   * no mask rule fired.
+   */
+  masks?: ReadonlyArray<{ readonly text: string; readonly rule: string }>;
+  /** For each fired rule (by id), the detector that matched (a group's member); absent when none fired. */
+  detectors?: Readonly<Record<string, string>>;
 }
 
 export interface CheckResult {

@@ -1,4 +1,5 @@
 import { MAX_JSON_DEPTH } from '../contracts/json-data.js';
+import { callOrigin } from './facts.js';
 import type { EngineInput } from './types.js';
 
 export type Scalar = string | number | boolean | null;
@@ -28,6 +29,53 @@ export interface EvalView {
   /** Deepest nesting reached (1 = a flat object); walking stops past MAX_WALK_DEPTH. */
   readonly outputDepth: number;
   readonly paramsDepth: number;
+  /** The input the view was built from, for the fact targets built on demand (factLeaves). */
+  readonly from: EngineInput;
+  /** factLeaves' cache: the policy and adversarial checks share one view. */
+  readonly facts: Map<string, readonly Leaf[]>;
+  /**
+   * What a matcher found in a long text, so a detector that several rules name (a `detector:` rule and a
+   * `pii:` group over the same output) scans each text once per call (engine/checks/rule-scan.ts).
+   */
+  readonly found: Map<Leaf, Map<object, number>>;
+}
+
+/** The text targets that name facts of the call rather than its content (policy-set.ts POLICY_TARGETS). */
+export type FactTarget = 'action' | 'tools' | 'model' | 'metadata' | 'provider' | 'route' | 'upstream' | 'mcp_method';
+
+const one = (path: string, v: string | null): Leaf[] => (v === null ? [] : [{ path, key: '', root: '', value: v, text: v }]);
+const many = (path: string, vs: readonly string[]): Leaf[] => vs.map((v, i) => ({ path: `${path}[${i}]`, key: '', root: '', value: v, text: v }));
+
+/**
+ * Leaves of a fact target, built the first time a rule asks for them: most packs never name these, so
+ * the hot path does not pay for them.
+ */
+export function factLeaves(view: EvalView, target: FactTarget): readonly Leaf[] {
+  const cached = view.facts.get(target);
+  if (cached !== undefined) return cached;
+  const input = view.from;
+  let leaves: Leaf[];
+  switch (target) {
+    case 'action':
+      leaves = input.tools_called.map((c, i) => ({ path: `tools_called[${i}].name`, key: '', root: '', value: c.name, text: c.name }));
+      break;
+    case 'tools':
+      leaves = many('tools_declared', callOrigin(input.metadata).tools_declared);
+      break;
+    case 'model':
+      leaves = one('model', input.model);
+      break;
+    case 'metadata':
+      leaves = walkRoot(input.metadata, 'metadata', '').leaves;
+      break;
+    case 'mcp_method':
+      leaves = many('mcp_methods', callOrigin(input.metadata).mcp_methods);
+      break;
+    default:
+      leaves = one(target, callOrigin(input.metadata)[target]);
+  }
+  view.facts.set(target, leaves);
+  return leaves;
 }
 
 /**
@@ -97,5 +145,5 @@ export function buildView(input: EngineInput): EvalView {
     const c = input.context[i];
     if (typeof c.text === 'string' && c.text !== '') context.push({ path: `context[${i}]`, key: c.source, root: c.source, value: c.text, text: c.text });
   }
-  return { output: out.leaves, input: inputLeaves, toolResults, params, context, outputDepth: out.depth, paramsDepth };
+  return { output: out.leaves, input: inputLeaves, toolResults, params, context, outputDepth: out.depth, paramsDepth, from: input, facts: new Map(), found: new Map() };
 }

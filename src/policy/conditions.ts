@@ -171,3 +171,14 @@ export function compileCondition(spec: ConditionSpec): CompiledCondition {
   }
   return compileComparison(spec);
 }
+
+/** The value at a concrete path a condition reported (`tool_calls[0].args.email`), or undefined. */
+export function valueAt(facts: unknown, path: string): unknown {
+  let steps: Step[];
+  try {
+    steps = parsePath(path);
+  } catch {
+    return undefined;
+  }
+  return resolve(facts, steps, '')[0]?.[0];
+}

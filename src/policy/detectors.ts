@@ -5,6 +5,7 @@
  * one start position per run of candidate characters. Literal hints let most texts skip a regex entirely.
  */
 
+import { regexHazard } from './regex-safety.js';
 import { SECRET_DETECTORS } from './secret-detectors.js';
 import { VALIDATED_DETECTORS } from './validated-detectors.js';
 
@@ -13,6 +14,29 @@ export interface TextMatcher {
   readonly label: string;
   /** Index of the first match, or -1. */
   find(text: string): number;
+  /**
+   * Every match as [start, end) ranges, at most `limit`, for `mask`. Optional: a matcher without it (a
+   * validated detector, the injection detector) is masked by its whole value.
+   */
+  findAll?(text: string, limit: number): Array<[number, number]>;
+}
+
+/** Match ranges of `regexes` in `text`, at most `limit` (each regex copied global, so no state is shared). */
+export function regexRanges(globals: readonly RegExp[], text: string, limit: number): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  for (const re of globals) {
+    for (const m of text.matchAll(re)) {
+      if (m[0].length === 0) continue;
+      out.push([m.index, m.index + m[0].length]);
+      if (out.length >= limit) return out;
+    }
+  }
+  return out;
+}
+
+/** Global copies of `regexes` for matchAll (which clones them again, so concurrent scans do not interfere). */
+function globalCopies(regexes: readonly RegExp[]): RegExp[] {
+  return regexes.map((re) => new RegExp(re.source, `${re.flags}g`));
 }
 
 function matcher(label: string, regexes: readonly RegExp[], hints?: readonly string[]): TextMatcher {
@@ -20,18 +44,19 @@ function matcher(label: string, regexes: readonly RegExp[], hints?: readonly str
     // A global or sticky regex keeps lastIndex between calls, which would make matching stateful.
     if (re.global || re.sticky) throw new Error(`detector ${label}: stateful regex flags are not allowed`);
   }
+  const globals = globalCopies(regexes);
   if (hints && hints.length > 0) {
+    const hinted = (text: string): boolean => {
+      for (const h of hints) if (text.includes(h)) return true;
+      return false;
+    };
     return {
       label,
-      find(text) {
-        let hinted = false;
-        for (const h of hints) if (text.includes(h)) { hinted = true; break; }
-        if (!hinted) return -1;
-        return firstIndex(regexes, text);
-      },
+      find: (text) => (hinted(text) ? firstIndex(regexes, text) : -1),
+      findAll: (text, limit) => (hinted(text) ? regexRanges(globals, text, limit) : []),
     };
   }
-  return { label, find: (text) => firstIndex(regexes, text) };
+  return { label, find: (text) => firstIndex(regexes, text), findAll: (text, limit) => regexRanges(globals, text, limit) };
 }
 
 function firstIndex(regexes: readonly RegExp[], text: string): number {
@@ -70,18 +95,11 @@ export function detectorNames(): string[] {
   return [...DETECTORS.keys()];
 }
 
-/**
- * A group holding a quantifier that is itself quantified, e.g. `(a+)+` or `(\w*x){2,}`: the classic shape of
- * catastrophic backtracking. A heuristic, not a proof, but it rejects the patterns people actually write.
- */
-const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*?(?:[+*]|\{\d+,\d*\})(?:[^()\\]|\\.)*\)(?:[+*]|\{\d+,)/;
-
 /** Compiles a pack-supplied pattern, or throws a message naming what is wrong with it. */
 export function compileUserPattern(label: string, pattern: string, flags = ''): TextMatcher {
   if (!/^[imsu]*$/.test(flags)) throw new Error(`flags may only contain i, m, s, u (got "${flags}")`);
-  if (NESTED_QUANTIFIER.test(pattern)) {
-    throw new Error(`pattern has a quantified group containing a quantifier, which can backtrack catastrophically: ${pattern}`);
-  }
+  const unsafe = regexHazard(pattern, flags);
+  if (unsafe !== null) throw new Error(`pattern can backtrack catastrophically (${unsafe}): ${pattern}`);
   let re: RegExp;
   try {
     re = new RegExp(pattern, flags);

@@ -2,7 +2,7 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { Outcome } from '../contracts/common.js';
 import { Manifest } from '../contracts/manifest.js';
-import { ContextItem, PreCheckRequest, ToolResultInput, ValidateRequest } from '../contracts/runtime.js';
+import { ContextItem, PreCheckRequest, ToolCallInput, ToolResultInput, ValidateRequest } from '../contracts/runtime.js';
 import { fromPreCheck, fromValidate } from '../engine/normalize.js';
 import { evaluate } from '../engine/pipeline.js';
 import type { ScoringConfig } from '../engine/scoring-config.js';
@@ -30,6 +30,8 @@ const PolicyCase = z.strictObject({
   output: z.record(z.string(), z.unknown()).optional(),
   output_text: z.string().optional(),
   tool_results: z.array(ToolResultInput).default([]),
+  /** validate only: the tool calls the execution made (`action`/`params` are the pre-check's proposal). */
+  tools_called: z.array(ToolCallInput).default([]),
   /** What else the model reads (pre_check only, as the sidecar sends it). */
   context: z.array(ContextItem).default([]),
   action: z.string().optional(),
@@ -96,7 +98,7 @@ function engineInput(c: PolicyCase): EngineInput {
     return fromPreCheck(PreCheckRequest.parse({ agent_id: c.agent_id, model: c.model, metadata: c.metadata, input: c.input, action: c.action, params: c.params, context: c.context }));
   }
   const output = c.output ?? (c.output_text !== undefined ? { text: c.output_text } : {});
-  return fromValidate(ValidateRequest.parse({ agent_id: c.agent_id, request: { input: c.input, metadata: c.metadata }, execution: { model: c.model ?? 'policy-test', tool_results: c.tool_results }, output }));
+  return fromValidate(ValidateRequest.parse({ agent_id: c.agent_id, request: { input: c.input, metadata: c.metadata }, execution: { model: c.model ?? 'policy-test', tools_called: c.tools_called, tool_results: c.tool_results }, output }));
 }
 
 export function runCases(cases: ReadonlyArray<{ file: string; case: PolicyCase }>, rules: { policies: PolicySet; golden: GoldenSet; config: ScoringConfig }): PolicyTestReport {

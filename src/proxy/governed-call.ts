@@ -111,7 +111,8 @@ function preCheckRequest(call: ProxyCall): PreCheckRequest {
     user: clip(p.user ?? 'unknown', 500),
     input: p.input,
     session_id: call.ctx.sessionId,
-    metadata: p.metadata,
+    // Where the call goes, the same for every protocol, as policy facts read it (engine/facts.ts callOrigin).
+    metadata: { ...p.metadata, proxy: { provider: call.route.kind, upstream: call.route.name, route: call.route.prefix } },
   };
   if (p.model !== null && p.model !== '') req.model = clip(p.model, 200);
   if (p.action !== undefined) req.action = clip(p.action.name, 200);

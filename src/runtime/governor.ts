@@ -16,6 +16,7 @@ import type { ScoringConfig } from '../engine/scoring-config.js';
 import type { EngineInput, EngineResult } from '../engine/types.js';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
 import { boundPayload, digestContext } from '../ledger/bounded-payload.js';
+import { maskPayload } from '../ledger/masked-payload.js';
 import { LedgerUnavailableError } from '../ledger/errors.js';
 import type { AppendOptions, Ledger } from '../ledger/port.js';
 import type { GoldenSet } from '../policy/golden.js';
@@ -282,7 +283,8 @@ export class Governor {
       parent_envelope_id: parent ?? input.parent_envelope_id ?? null,
       policy_version: result.decision.policy_version,
       score_version: result.decision.score_version,
-      payload: { request: boundPayload(digestContext(request), this.d.maxStoredTextChars), response } satisfies StoredPayload,
+      // Masked first, so the context digests and the bounded strings commit to the masked text.
+      payload: { request: boundPayload(digestContext(maskPayload(request, result.masks)), this.d.maxStoredTextChars), response } satisfies StoredPayload,
     }, options);
     const outcome = result.decision.outcome;
     this.d.onDecision?.(input.agent_id, outcome, performance.now() - started);

@@ -62,8 +62,8 @@ t.test('risk: factors, tiers, floors', async (t) => {
 
 t.test('decision rules, in order', async (t) => {
   const risk = (tier: Risk['tier'], score = 10): Risk => ({ tier, score, reason: '', action_severity: 0, business_impact: 0, confidence_gap: 0, policy_sensitivity: 0 });
-  const noPolicy: PolicyCheckResult = { score: 100, failures: [], hits: [], blocked: false, escalated: false, sensitivity: 0 };
-  const noAdv: AdversarialResult = { score: 100, failures: [], failed: false, blocked: false, hits: [], sensitivity: 0 };
+  const noPolicy: PolicyCheckResult = { score: 100, failures: [], hits: [], blocked: false, escalated: false, requestEvidence: false, retry: false, sensitivity: 0, masks: [] };
+  const noAdv: AdversarialResult = { score: 100, failures: [], failed: false, blocked: false, hits: [], sensitivity: 0, masks: [] };
   const good: DecisionFacts = {
     schema_score: 100, tool_trust_score: 100, consistency_score: 100, contradiction_score: 0, evidence_score: 100,
     final_confidence: 97, risk: risk('low'), toolTrustFailures: [], policy: noPolicy, adversarial: noAdv,

@@ -53,7 +53,7 @@ t.test('rule defaults and shapes', async (t) => {
   t.same([b.amount, b.severity], [40, 'error']);
   t.same([c.amount, c.severity], [100, 'critical']);
   t.equal(set.rules.length, 3, 'disabled rules are not compiled');
-  t.same(set.policyRules.params.map((r) => r.id), ['a']);
+  t.same(set.policyRules.params.map((r) => r.rule.id), ['a']);
 });
 
 t.test('bad packs fail with the file, line, column and path', async (t) => {
@@ -69,7 +69,7 @@ t.test('bad packs fail with the file, line, column and path', async (t) => {
   await bad(pack('  - {id: r, targets: output, pattern: x, effect: explode}'), /broken\.yaml:4:50: rules\[0\]\.effect: /, { path: 'rules[0].effect', line: 4, column: 50 });
   await bad(pack('  - {id: r, targets: everywhere, pattern: x, effect: block}'), /broken\.yaml:4:22: rules\[0\]\.targets/, { path: 'rules[0].targets', line: 4, column: 22 });
   await bad(pack('  - {id: r, targets: output, detector: nonsense, effect: block}'), /rules\[0\]\.detector: unknown detector "nonsense"/, { path: 'rules[0].detector', line: 4, column: 40 });
-  await bad(pack('  - {id: r, targets: output, effect: block}'), /broken\.yaml:4:5: rules\[0\]: a rule needs exactly one of `detector`, `pattern` or `when`/, { path: 'rules[0]', line: 4, column: 5 });
+  await bad(pack('  - {id: r, targets: output, effect: block}'), /broken\.yaml:4:5: rules\[0\]: .*exactly one of `detector`, `pattern`, `regex`, `when`/, { path: 'rules[0]', line: 4, column: 5 });
   await bad(pack('  - {id: r, targets: output, pattern: x, detector: email, effect: block}'), /exactly one/);
   await bad(pack('  - {id: r, targets: output, pattern: "(a+)+", effect: block}'), /broken\.yaml:4:39: rules\[0\]\.pattern: .*catastrophically/, { path: 'rules[0].pattern', line: 4, column: 39 });
   await bad(pack('  - {id: r, targets: output, pattern: "(", effect: block}'), /rules\[0\]\.pattern: invalid regular expression/);

@@ -1,7 +1,7 @@
 import type { ScoringConfig } from '../scoring-config.js';
 import type { CheckResult, EngineContext, EngineInput } from '../types.js';
 import { buildView, type EvalView } from '../view.js';
-import { hitFailure, scanRules, type RuleHit } from './rule-scan.js';
+import { hitFailure, scanRules, type MaskedText, type RuleHit } from './rule-scan.js';
 import { clamp } from '../score-math.js';
 import { factsOf } from '../facts.js';
 
@@ -12,6 +12,8 @@ export interface AdversarialResult extends CheckResult {
   readonly blocked: boolean;
   readonly hits: readonly RuleHit[];
   readonly sensitivity: number;
+  /** What adversarial rules with the `mask` effect matched, for the ledger's copy. */
+  readonly masks: readonly MaskedText[];
 }
 
 /**
@@ -20,7 +22,7 @@ export interface AdversarialResult extends CheckResult {
  * decision can never be `approve`, and the policy score is capped (capPolicyScore).
  */
 export function adversarialCheck(input: EngineInput, ctx: EngineContext, view: EvalView = buildView(input)): AdversarialResult {
-  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config, input.agent_id, ctx.policies.adversarialConditions, () => factsOf(input));
+  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config, input.agent_id, ctx.policies.adversarialConditions, () => factsOf(input, ctx.manifest));
   const failed = scan.hits.length > 0;
   return {
     score: clamp(100 - scan.points),
@@ -29,6 +31,7 @@ export function adversarialCheck(input: EngineInput, ctx: EngineContext, view: E
     blocked: scan.blocked,
     hits: scan.hits,
     sensitivity: scan.sensitivity,
+    masks: scan.masks,
   };
 }
 

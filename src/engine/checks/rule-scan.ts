@@ -1,25 +1,46 @@
 import type { Failure } from '../../contracts/runtime.js';
-import type { CompiledRule, PolicySet, RulesByTarget } from '../../policy/policy-set.js';
+import { EFFECT_RANK, SEVERITY_RANK, type CompiledRule, type PolicySet, type PolicyTarget, type RulesByTarget, type TargetedRule } from '../../policy/policy-set.js';
+import { valueAt } from '../../policy/conditions.js';
 import type { ScoringConfig } from '../scoring-config.js';
-import type { EvalView, Leaf } from '../view.js';
+import type { TextMatcher } from '../../policy/detectors.js';
+import { factLeaves, type EvalView, type Leaf } from '../view.js';
 
 export interface RuleHit {
   readonly rule: CompiledRule;
   /** Where the rule first matched; the matched text itself is never reported, since it may be a secret. */
   readonly path: string;
+  /** The detector that matched: a group's member (`e-mail address`), else the rule's matcher label. */
+  readonly detector: string;
+}
+
+/**
+ * Text a `mask` rule matched, to be replaced by `[masked:<rule id>]` wherever it occurs in what the ledger
+ * stores (runtime/governor.ts). Engine-internal: never part of a response.
+ */
+export interface MaskedText {
+  readonly text: string;
+  readonly rule: string;
 }
 
 export interface RuleScan {
+  /** Every fired rule, most severe first (precedence: effect, severity, pack name, rule id). */
   readonly hits: readonly RuleHit[];
   readonly blocked: boolean;
   readonly escalated: boolean;
+  readonly requestEvidence: boolean;
+  readonly retry: boolean;
   /** Sum of the fired rules' amounts. */
   readonly points: number;
   /** Highest policy_sensitivity among fired rules (0 when none fired). */
   readonly sensitivity: number;
+  readonly masks: readonly MaskedText[];
 }
 
-function leavesFor(view: EvalView, target: keyof RulesByTarget): readonly Leaf[] {
+/** Bounds on what one evaluation collects for masking, so a text stuffed with matches cannot grow it unboundedly. */
+const MAX_RANGES_PER_TEXT = 100;
+const MAX_MASKS = 1000;
+
+function leavesFor(view: EvalView, target: PolicyTarget): readonly Leaf[] {
   switch (target) {
     case 'output':
       return view.output;
@@ -31,20 +52,65 @@ function leavesFor(view: EvalView, target: keyof RulesByTarget): readonly Leaf[]
       return view.params;
     case 'context':
       return view.context;
+    default:
+      return factLeaves(view, target);
   }
 }
 
-const TARGETS = ['input', 'context', 'params', 'tool_results', 'output'] as const;
+/** Order of scanning; the hits' order comes from precedence, not from this. */
+const TARGETS: readonly PolicyTarget[] = ['input', 'context', 'params', 'tool_results', 'output', 'action', 'tools', 'model', 'metadata', 'provider', 'route', 'upstream', 'mcp_method'];
 
-/** Each rule fires at most once, at its first match; hits come back in the order the packs define rules. */
+interface Fired {
+  path: string;
+  detector: string;
+}
+
+/** The matched parts of a leaf's value (its text is `key: value`), or the whole value when no ranges are known. */
+function maskedParts(leaf: Leaf, ranges: ReadonlyArray<[number, number]> | null): string[] {
+  const value = String(leaf.value);
+  if (ranges === null || ranges.length === 0) return [value];
+  const offset = leaf.text.length - value.length;
+  const out: string[] = [];
+  for (const [s, e] of ranges) {
+    const end = e - offset;
+    // A match lying wholly in the key (`password: `) masks the value it names.
+    out.push(end <= 0 ? value : value.slice(Math.max(0, s - offset), end));
+  }
+  return out;
+}
+
+/** Precedence among fired rules: the most severe effect first, then severity, pack name, rule id. */
+export function compareHits(a: RuleHit, b: RuleHit): number {
+  return (
+    EFFECT_RANK[b.rule.effect] - EFFECT_RANK[a.rule.effect] ||
+    SEVERITY_RANK[b.rule.severity] - SEVERITY_RANK[a.rule.severity] ||
+    (a.rule.pack < b.rule.pack ? -1 : a.rule.pack > b.rule.pack ? 1 : 0) ||
+    (a.rule.id < b.rule.id ? -1 : a.rule.id > b.rule.id ? 1 : 0)
+  );
+}
+
+/**
+ * Each rule fires at most once, at its first match (a `mask` rule goes on collecting every match for the
+ * ledger); hits come back in precedence order.
+ */
 export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalView, config: ScoringConfig, agentId: string, conditions: readonly CompiledRule[] = [], facts?: () => unknown): RuleScan {
-  let fired: Map<CompiledRule, string> | null = null;
+  let fired: Map<CompiledRule, Fired> | null = null;
+  let masks: MaskedText[] | null = null;
+  const mask = (rule: CompiledRule, parts: readonly string[]): void => {
+    masks ??= [];
+    for (const text of parts) if (text !== '' && masks.length < MAX_MASKS) masks.push({ text, rule: rule.id });
+  };
   if (conditions.length > 0 && facts !== undefined) {
     const f = facts();
     for (const rule of conditions) {
       if (rule.appliesTo !== null && !rule.appliesTo(agentId)) continue;
       const at = rule.condition!(f);
-      if (at !== null) (fired ??= new Map()).set(rule, at);
+      if (at === null) continue;
+      (fired ??= new Map()).set(rule, { path: at, detector: rule.matcher.label });
+      if (rule.effect === 'mask') {
+        const v = valueAt(f, at);
+        if (typeof v === 'string' || typeof v === 'number') mask(rule, [String(v)]);
+      }
     }
   }
   for (const target of TARGETS) {
@@ -52,44 +118,94 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
     if (rules.length === 0) continue;
     const leaves = leavesFor(view, target);
     if (leaves.length === 0) continue;
-    for (const rule of rules) {
-      if (fired !== null && fired.has(rule)) continue;
+    for (const t of rules) {
+      const rule = t.rule;
+      const masking = rule.effect === 'mask';
+      if (fired !== null && fired.has(rule) && !masking) continue;
       if (rule.appliesTo !== null && !rule.appliesTo(agentId)) continue;
-      for (const leaf of leaves) {
-        if (rule.matcher.find(leaf.text) !== -1) {
-          (fired ??= new Map()).set(rule, leaf.path);
-          break;
-        }
+      if (rule.test === 'absent') {
+        if (!hasNone(t, leaves)) continue;
+        (fired ??= new Map()).set(rule, { path: t.at === null ? target : rule.targets.find((x) => x.startsWith(`${target}:`)) ?? target, detector: rule.matcher.label });
+        continue;
       }
+      scanLeaves(view, t, leaves, masking, (leaf, detector, ranges) => {
+        fired ??= new Map();
+        if (!fired.has(rule)) fired.set(rule, { path: leaf.path, detector });
+        if (masking) mask(rule, maskedParts(leaf, ranges));
+      });
     }
   }
   if (fired === null) return NO_HITS;
   const hits: RuleHit[] = [];
   let blocked = false;
   let escalated = false;
+  let requestEvidence = false;
+  let retry = false;
   let points = 0;
   let sensitivity = 0;
-  for (const rule of set.rules) {
-    const path = fired.get(rule);
-    if (path === undefined) continue;
-    hits.push({ rule, path });
+  for (const [rule, f] of fired as Map<CompiledRule, Fired>) {
+    hits.push({ rule, path: f.path, detector: f.detector });
     if (rule.effect === 'block') blocked = true;
     else if (rule.effect === 'escalate') escalated = true;
+    else if (rule.effect === 'request_evidence') requestEvidence = true;
+    else if (rule.effect === 'retry') retry = true;
     points += rule.amount;
     const s = config.risk.severity_sensitivity[rule.severity];
     if (s > sensitivity) sensitivity = s;
   }
-  return { hits, blocked, escalated, points, sensitivity };
+  hits.sort(compareHits);
+  return { hits, blocked, escalated, requestEvidence, retry, points, sensitivity, masks: masks ?? NO_MASKS };
 }
 
-const NO_HITS: RuleScan = Object.freeze({ hits: Object.freeze([]), blocked: false, escalated: false, points: 0, sensitivity: 0 });
+/** Whether the target has texts (under the rule's path) and none of them matches. */
+function hasNone(t: TargetedRule, leaves: readonly Leaf[]): boolean {
+  let seen = false;
+  for (const leaf of leaves) {
+    if (t.at !== null && !t.at(leaf.path)) continue;
+    seen = true;
+    if (t.rule.matcher.find(leaf.text) !== -1) return false;
+  }
+  return seen;
+}
+
+/** Texts shorter than this are scanned again rather than looked up: a lookup costs about as much. */
+const MEMO_MIN_CHARS = 256;
+
+/** `m.find(leaf.text)`, remembered per call for long texts (several rules often share a detector). */
+function findIn(view: EvalView, m: TextMatcher, leaf: Leaf): number {
+  if (leaf.text.length < MEMO_MIN_CHARS) return m.find(leaf.text);
+  let byMatcher = view.found.get(leaf);
+  if (byMatcher === undefined) view.found.set(leaf, (byMatcher = new Map()));
+  let i = byMatcher.get(m);
+  if (i === undefined) byMatcher.set(m, (i = m.find(leaf.text)));
+  return i;
+}
+
+/** Calls `hit` for the first matching leaf, or, when masking, for every one (with the match ranges). */
+function scanLeaves(view: EvalView, t: TargetedRule, leaves: readonly Leaf[], masking: boolean, hit: (leaf: Leaf, detector: string, ranges: ReadonlyArray<[number, number]> | null) => void): void {
+  const members = t.rule.members;
+  for (const leaf of leaves) {
+    if (t.at !== null && !t.at(leaf.path)) continue;
+    for (const m of members) {
+      if (findIn(view, m, leaf) === -1) continue;
+      if (!masking) {
+        hit(leaf, m.label, null);
+        return;
+      }
+      hit(leaf, m.label, m.findAll === undefined ? null : m.findAll(leaf.text, MAX_RANGES_PER_TEXT));
+    }
+  }
+}
+
+const NO_MASKS: readonly MaskedText[] = Object.freeze([]);
+const NO_HITS: RuleScan = Object.freeze({ hits: Object.freeze([]), blocked: false, escalated: false, requestEvidence: false, retry: false, points: 0, sensitivity: 0, masks: NO_MASKS });
 
 export function hitFailure(check: string, hit: RuleHit): Failure {
   const r = hit.rule;
   return {
     check,
     code: r.id,
-    message: `${r.message ?? r.description} [${r.effect}; ${r.matcher.label}; pack ${r.pack}]`,
+    message: `${r.message ?? r.description} [${r.effect}; ${hit.detector}; pack ${r.pack}]`,
     severity: r.severity,
     path: hit.path,
   };

@@ -98,7 +98,7 @@ export const policyRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app
     for (const f of result.validation.failures) {
       const rule = (f.check === 'policy' || f.check === 'adversarial') ? byId.get(f.code) : undefined;
       if (rule === undefined) continue;
-      matched.push({ id: rule.id, pack: rule.pack, effect: rule.effect, severity: rule.severity, amount: rule.amount, gate: rule.gate, path: f.path ?? '', message: f.message });
+      matched.push({ id: rule.id, pack: rule.pack, effect: rule.effect, severity: rule.severity, amount: rule.amount, gate: rule.gate, path: f.path ?? '', detector: result.detectors?.[rule.id] ?? rule.matcher.label, message: f.message });
     }
     return {
       policy_version: result.decision.policy_version,
