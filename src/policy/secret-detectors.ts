@@ -139,7 +139,6 @@ function formatsMatcher(label: string, formats: readonly Format[]): TextMatcher 
   };
 }
 
-
 // --- Credentials in context --------------------------------------------------------------------------------
 
 /**
@@ -159,14 +158,12 @@ function credentialAt(m: RegExpMatchArray, text: string): boolean {
   if (!looksLikeSecret(value)) return false;
   // The name's qualifier, read backwards: `next_page_token`, `max_tokens`, `publishable_key` are not secrets.
   const prefix = text.slice(Math.max(0, m.index! - 32), m.index!);
-  if (NOT_CREDENTIAL.test(prefix.toLowerCase()) || NOT_CREDENTIAL_CAMEL.test(prefix)) return false;
-  // The word must end the name: `token_type=bearer` or `secret_santa=` is matched as `token`/`secret` only if
-  // the separator follows it directly, which the pattern already requires. A word glued to more letters on
-  // its left (`mytoken`) is fine; one inside a longer word on its right cannot reach the separator.
-  return true;
+  // (The credential word must end the name: the pattern requires the separator right after it, so
+  // `token_type=…`, `tokens: 1532` or `secret_santa=…` never reach this check.)
+  return !NOT_CREDENTIAL.test(prefix.toLowerCase()) && !NOT_CREDENTIAL_CAMEL.test(prefix);
 }
 
-/** `Authorization: Bearer <token>` (Basic, Token, Bot schemes too) and the `Bearer <token>` of a header value. */
+/** `Authorization: Bearer <token>` (and the Basic, Token, Bot, ApiKey, Digest schemes), in a header or a config. */
 const AUTHORIZATION = /\bauthorization["']?[ \t]{0,4}[:=][ \t]{0,4}["']?(?:bearer|basic|token|bot|apikey|digest)[ \t]{1,4}([^\s"'`,;<>{}\\]{8,4096})/gi;
 
 function authorizationAt(m: RegExpMatchArray): boolean {
