@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
@@ -6,7 +7,10 @@ import { loadManifestDir } from '../policy/manifest-files.js';
 import { SKIP_REASONS, type ReplayReport, type Transition } from '../policy/replay.js';
 import { activePolicySet, CandidateError, resolveCandidate, type CandidateDeps, type ResolvedCandidate } from '../policy/replay-candidate.js';
 import { runReplay } from '../policy/replay-run.js';
-import { ReplaySourceError } from '../policy/replay-source.js';
+import { openLedgerReader, ReplaySourceError } from '../policy/replay-source.js';
+import { PolicyLoadError } from '../policy/errors.js';
+import { compilePolicySet, type PolicySource } from '../policy/pack.js';
+import { activeSources as storedActiveSources, KvPolicyVersionStore, PolicyRefError, resolvePolicySources } from '../policy/version-store.js';
 
 export const POLICY_REPLAY_USAGE = `Usage: gov policy replay --version <v> [--since <time>] [--agent <glob>] [--baseline <v>|none]
                          [--db DIR] [--policies DIR] [--manifests DIR] [--examples N] [--threads N] [--json]
@@ -139,14 +143,26 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
       }
     }
 
-    // Seam for the policy version store: pass `stored` here once it is wired (replay-candidate.ts).
-    const deps: CandidateDeps = { policyDir };
-    const candidate = await resolveCandidate(version, deps);
-    const baselineRef = (values.baseline as string | undefined) ?? null;
+    // Stored versions and the active set come from the ledger's version store, read in its own snapshot
+    // and closed before the replay opens the ledger.
+    const reader = existsSync(join(dbPath, 'data.mdb')) ? openLedgerReader(dbPath, key) : null;
+    let candidate: ResolvedCandidate;
     let baseline: ResolvedCandidate | null;
-    if (baselineRef === 'none') baseline = null;
-    else if (baselineRef !== null) baseline = await resolveCandidate(baselineRef, deps);
-    else baseline = await activePolicySet(policyDir);
+    const baselineRef = (values.baseline as string | undefined) ?? null;
+    try {
+      const store = reader === null ? null : new KvPolicyVersionStore(reader.kv());
+      const deps: CandidateDeps = {
+        policyDir,
+        storedActive: store === null ? undefined : await storedActiveSources(store),
+        stored: store === null ? undefined : (ref) => storedSources(store, ref),
+      };
+      candidate = await resolveCandidate(version, deps);
+      if (baselineRef === 'none') baseline = null;
+      else if (baselineRef !== null) baseline = await resolveCandidate(baselineRef, deps);
+      else baseline = await activePolicySet(policyDir, deps.storedActive);
+    } finally {
+      await reader?.close();
+    }
 
     const goldenFile = join(manifestDir, 'golden.yaml');
     await loadGoldenFile(goldenFile); // refused here, with its file and reason, rather than in a worker
@@ -163,7 +179,7 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
       ...(threads !== undefined ? { threads } : {}),
     });
     if (values.json) {
-      process.stdout.write(`${JSON.stringify({ ledger: dbPath, candidate: { ref: version, description: candidate.description }, baseline: baseline === null ? null : { ref: baselineRef ?? policyDir, description: baseline.description }, ...report })}\n`);
+      process.stdout.write(`${JSON.stringify({ ledger: dbPath, candidate: { ref: version, description: candidate.description }, baseline: baseline === null ? null : { ref: baselineRef ?? 'active', description: baseline.description }, ...report })}\n`);
     } else {
       process.stdout.write(formatReplayReport(report, candidate.description, baseline?.description ?? null));
     }
@@ -172,5 +188,21 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     const known = e instanceof UsageError || e instanceof CandidateError || e instanceof ReplaySourceError || (e as Error).name === 'PolicyLoadError';
     process.stderr.write(`gov policy replay: ${(e as Error).message}\n`);
     return known ? 2 : 1;
+  }
+}
+
+/** A stored reference's sources, checked as the policy API checks them; null when no such version is stored. */
+async function storedSources(store: KvPolicyVersionStore, ref: string): Promise<PolicySource[] | null> {
+  try {
+    const { sources, digest } = await resolvePolicySources(store, ref);
+    if (digest !== null) {
+      const version = compilePolicySet(sources).version;
+      if (!version.endsWith(`#${digest}`)) throw new CandidateError(`${ref} does not match the stored content of those versions (they compile to ${version})`);
+    }
+    return sources;
+  } catch (e) {
+    if (e instanceof PolicyRefError && e.kind === 'not_found') return null;
+    if (e instanceof PolicyRefError || e instanceof PolicyLoadError) throw new CandidateError(e.message);
+    throw e;
   }
 }

@@ -4,14 +4,16 @@
  * detector) and `injection: true`. Kept in one place so that a new detector joins its group here only.
  */
 
+import { SECRET_DETECTORS as SECRET_MATCHERS } from './secret-detectors.js';
+
 export const PII_KINDS = {
   ssn: ['us_ssn'],
   email: ['email'],
   phone: ['phone'],
   credit_card: ['credit_card'],
   iban: ['iban'],
-  api_key: ['aws_access_key', 'sk_api_key', 'github_token', 'provider_token'],
-  password: ['password_assignment'],
+  api_key: ['aws_access_key', 'sk_api_key', 'github_token', 'provider_token', 'secret_assignment'],
+  password: ['password_assignment', 'connection_string'],
   private_key: ['private_key'],
   jwt: ['jwt'],
   ip_address: ['ip_address'],
@@ -20,16 +22,8 @@ export const PII_KINDS = {
 export type PiiKind = keyof typeof PII_KINDS;
 export const PII_KIND_NAMES = Object.keys(PII_KINDS) as [PiiKind, ...PiiKind[]];
 
-export const SECRET_DETECTORS: readonly string[] = [
-  'aws_access_key',
-  'sk_api_key',
-  'github_token',
-  'private_key',
-  'provider_token',
-  'connection_string',
-  'password_assignment',
-  'jwt',
-];
+/** Every secret detector of secret-detectors.ts, so that a new one joins `secrets: true` without an edit here; and JWTs. */
+export const SECRET_DETECTORS: readonly string[] = [...SECRET_MATCHERS.map(([name]) => name), 'jwt'];
 
 export const INJECTION_DETECTORS: readonly string[] = ['prompt_injection'];
 

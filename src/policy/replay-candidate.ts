@@ -12,7 +12,11 @@ import type { PolicySet } from './policy-set.js';
  * - a directory: the whole candidate set, every pack in it (as the gateway loads GOV_POLICY_DIR);
  * - a pack file: the active set (`policyDir`) with the pack of the same `pack:` name replaced by this file,
  *   or added when the active set has no such pack: the usual "I edited one pack" case;
- * - `name@version` (a stored reference): through `deps.stored` once a version store is wired in.
+ * - a stored reference (`default@1.4.0`: the active set with that version in place; `a@1+b@2#<digest>`:
+ *   exactly that set, a decision's own policy_version): through `deps.stored`, the policy version store.
+ *
+ * "The active set" is the version store's when the ledger has one (what the gateway enforces, API
+ * activations included), else the packs of `policyDir`.
  */
 
 export class CandidateError extends Error {}
@@ -27,6 +31,8 @@ export interface CandidateDeps {
    * references are refused with a message saying so.
    */
   stored?: (ref: string) => Promise<PolicySource[] | null>;
+  /** The active packs of the ledger's version store, when it has any: they stand for `policyDir`'s. */
+  storedActive?: PolicySource[];
 }
 
 export interface ResolvedCandidate {
@@ -38,7 +44,7 @@ export interface ResolvedCandidate {
 }
 
 /** A reference the version store would hold: a pack name, `@`, a version. */
-const STORED_REF = /^[A-Za-z0-9][\w.-]{0,99}@[^\s/@]{1,64}$/;
+const STORED_REF = /^[A-Za-z0-9][\w.-]{0,99}@\S{1,2000}$/;
 
 async function kindOf(path: string): Promise<'dir' | 'file' | null> {
   try {
@@ -66,8 +72,9 @@ function compile(sources: readonly PolicySource[]): PolicySet {
   }
 }
 
-/** The active set from `policyDir`, as the gateway loads it. */
-export async function activePolicySet(policyDir: string): Promise<ResolvedCandidate> {
+/** The active set: the version store's when it has one, else `policyDir`'s packs, as the gateway loads it. */
+export async function activePolicySet(policyDir: string, storedActive?: PolicySource[]): Promise<ResolvedCandidate> {
+  if (storedActive !== undefined && storedActive.length > 0) return { set: compile(storedActive), sources: storedActive, description: 'the active set of the version store' };
   const sources = await activeSources(policyDir);
   return { set: compile(sources), sources, description: `active packs in ${policyDir}` };
 }
@@ -90,7 +97,9 @@ export async function resolveCandidate(ref: string, deps: CandidateDeps): Promis
     } catch (e) {
       throw new CandidateError((e as Error).message);
     }
-    const active = await activeSources(deps.policyDir);
+    const fromStore = deps.storedActive !== undefined && deps.storedActive.length > 0;
+    const active = fromStore ? deps.storedActive! : await activeSources(deps.policyDir);
+    const where = fromStore ? 'the active set of the version store' : deps.policyDir;
     const kept: PolicySource[] = [];
     let replaced: string | null = null;
     for (const src of active) {
@@ -111,7 +120,7 @@ export async function resolveCandidate(ref: string, deps: CandidateDeps): Promis
     return {
       set: compile(sources),
       sources,
-      description: replaced !== null ? `${ref} in place of pack ${name} (${replaced}) in ${deps.policyDir}` : `${ref} added to the packs in ${deps.policyDir}`,
+      description: replaced !== null ? `${ref} in place of pack ${name} (${replaced}) in ${where}` : `${ref} added to the packs in ${where}`,
     };
   }
   if (STORED_REF.test(ref)) {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { open, type RootDatabase } from 'lmdb';
 import type { RowHeader } from '../contracts/audit.js';
 import type { Manifest } from '../contracts/manifest.js';
+import type { KvStore } from '../ledger/port.js';
 import { hmacSha256Latin1 } from '../ledger/chain.js';
 import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows } from '../ledger/lmdb-layout.js';
 import { keyFingerprint, openPayload } from '../ledger/payload-cipher.js';
@@ -30,6 +31,8 @@ export interface LedgerReader {
   registeredManifests(): Array<{ agent_id: string; manifest: Manifest }>;
   /** The last seq stored in the snapshot (0 when empty). */
   headSeq(): number;
+  /** The ledger's key-value store as of the snapshot, read-only (the policy version store reads through it). */
+  kv(): KvStore;
   close(): Promise<void>;
 }
 
@@ -125,6 +128,24 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
           }
         }
         return out;
+      },
+      kv() {
+        return {
+          get<T>(ns: string, k: string): T | undefined {
+            const json = kv.get([ns, k], { transaction: txn });
+            return json === undefined ? undefined : (JSON.parse(json) as T);
+          },
+          entries<T>(ns: string): Array<[string, T]> {
+            const out: Array<[string, T]> = [];
+            for (const { key: k, value } of kv.getRange({ start: [ns], end: [ns + '\u0000'], transaction: txn })) {
+              if (Array.isArray(k) && k[0] === ns) out.push([String(k[1]), JSON.parse(value) as T]);
+            }
+            return out;
+          },
+          put(): Promise<void> {
+            return Promise.reject(new ReplaySourceError('the replay reads the ledger read-only'));
+          },
+        };
       },
       headSeq() {
         // The last stored key of the snapshot: what is there to read, whatever the head record says.

@@ -184,17 +184,26 @@ export async function activeSources(store: PolicyVersionStore): Promise<PolicySo
  * Throws PolicyRefError (unknown version, digest mismatch, malformed) or PolicyLoadError (the packs clash).
  */
 export async function resolvePolicySet(store: PolicyVersionStore, ref: string): Promise<PolicySet> {
-  if (ref === '' || ref === 'active') return compilePolicySet(await activeSources(store));
-  if (ref === 'none') return compilePolicySet([]);
+  const { sources, digest } = await resolvePolicySources(store, ref);
+  const set = compilePolicySet(sources);
+  if (digest !== null && !set.version.endsWith(`#${digest}`)) {
+    throw new PolicyRefError('digest_mismatch', `"${ref}" does not match the stored content of those versions (they compile to ${set.version})`);
+  }
+  return set;
+}
+
+/**
+ * The sources behind a reference, as resolvePolicySet reads it, uncompiled (replay workers compile their own
+ * copy), and the digest the compiled set must end with, when the reference names an exact set.
+ */
+export async function resolvePolicySources(store: PolicyVersionStore, ref: string): Promise<{ sources: PolicySource[]; digest: string | null }> {
+  if (ref === '' || ref === 'active') return { sources: await activeSources(store), digest: null };
+  if (ref === 'none') return { sources: [], digest: null };
   const parsed = parsePolicyRef(ref);
   const byName = new Map<string, PolicySource>();
   if (parsed.digest === null) {
     for (const p of await store.activePointers()) if (p.version !== null) byName.set(p.name, await sourcesOf(store, p.name, p.version));
   }
   for (const p of parsed.packs) byName.set(p.name, await sourcesOf(store, p.name, p.version));
-  const set = compilePolicySet([...byName.values()]);
-  if (parsed.digest !== null && !set.version.endsWith(`#${parsed.digest}`)) {
-    throw new PolicyRefError('digest_mismatch', `"${ref}" does not match the stored content of those versions (they compile to ${set.version})`);
-  }
-  return set;
+  return { sources: [...byName.values()], digest: parsed.digest };
 }

@@ -117,6 +117,25 @@ function count(list: Array<{ from: string; to: string; count: number }>, from: s
   return list.find((x) => x.from === from && x.to === to)?.count ?? 0;
 }
 
+t.test('a stored version published over the API (not active) is replayed by reference, and an exact set by its policy_version', async (t) => {
+  const w = await writeLedger(t);
+  const text = readFileSync(w.candidateFile, 'utf8');
+  const pub = await w.gw.request('POST', '/v1/policy/packs', { body: { format: 'yaml', text } });
+  t.equal(pub.status, 201, pub.text);
+  const active = await w.gw.request('GET', '/v1/policy/packs');
+  t.notOk(JSON.stringify(active.body).includes('"active_version":"1.9.0"'), 'published, not activated');
+  const byRef = await replayJson(w, ['--version', 'default@1.9.0']);
+  const byFile = await replayJson(w, ['--version', w.candidateFile]);
+  t.equal(byRef.candidate_version, byFile.candidate_version, 'the stored version and the file name the same set');
+  t.same(byRef.transitions, byFile.transitions, 'and give the same report');
+  t.equal(count(byRef.transitions, 'approve', 'block'), 7);
+  const exact = await replayJson(w, ['--version', byRef.candidate_version]);
+  t.same(exact.transitions, byRef.transitions, 'a whole policy_version (with its digest) names the same set');
+  const forged = await runCli(['policy', 'replay', '--db', join(w.dir, 'ledger'), '--policies', w.policyDir, '--version', byRef.candidate_version.replace(/#.*/, '#0000000000')], cliEnv(), 60_000);
+  t.equal(forged.code, 2);
+  t.match(forged.stderr, /does not match the stored content/);
+});
+
 t.test('a candidate that blocks what was approved, replayed while the gateway runs', async (t) => {
   const w = await writeLedger(t);
   const before = await w.gw.request('GET', '/v1/audit/chain/verify');
@@ -126,7 +145,8 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
   const bytesBefore = fileHash();
 
   const r = await replayJson(w, ['--version', w.candidateFile, '--examples', '10']);
-  t.equal(r.rows.scanned, 12, 'every row of the snapshot');
+  t.equal(r.rows.scanned, 14, 'every row of the snapshot (the first two record the default pack\'s publication and activation)');
+  t.equal(r.rows.skipped.not_governed, 2, 'policy-change rows are not decisions');
   t.equal(r.rows.replayed, 10);
   t.equal(r.rows.skipped.kill_switch, 1, 'the kill-switch block is not a policy decision');
   t.equal(r.rows.skipped.erased, 1);
@@ -205,7 +225,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
     const db = join(w.dir, 'ledger');
     const cases: Array<[string[], RegExp]> = [
       [['--version', join(w.dir, 'nope.yaml')], /nope\.yaml: no such file or directory/],
-      [['--version', 'default@2.0.0'], /stored policy versions cannot be read here yet/],
+      [['--version', 'default@2.0.0'], /default@2\.0\.0: no such stored policy version/],
       [[], /--version <v> is required/],
       [['--version', w.candidateFile, '--since', 'yesterday'], /--since "yesterday"/],
       [['--version', w.candidateFile, '--examples', '-1'], /--examples/],
@@ -220,7 +240,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
     writeFileSync(bad, 'pack: default\nversion: 2\nrules:\n  - id: x\n    effect: explode\n');
     const b = await runCli(['policy', 'replay', '--db', db, '--policies', w.policyDir, '--version', bad], cliEnv(), 60_000);
     t.equal(b.code, 2);
-    t.match(b.stderr, /bad\.yaml: .*effect/);
+    t.match(b.stderr, /bad\.yaml:\d+:\d+: rules\[0\]\.effect/);
     const noDb = await runCli(['policy', 'replay', '--db', join(w.dir, 'missing'), '--policies', w.policyDir, '--version', w.candidateFile], cliEnv(), 60_000);
     t.equal(noDb.code, 2);
     t.match(noDb.stderr, /no ledger at/);
