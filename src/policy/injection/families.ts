@@ -84,7 +84,7 @@ rule(
 rule(
   'override-new-instructions',
   'instruction-override',
-  String.raw`${L}(?:(?:new|updated|revised|real|actual|true|additional) (?:system )?(?:instructions?|directives?)|nuevas? instrucciones|nouvelles? (?:instructions?|consignes?|directives?)|neue (?:anweisungen|anweisung|instruktionen|regeln|aufgabe)|novas? instrucoes|nuove istruzioni|новые (?:инструкции|указания|правила))\s*[:：]`,
+  String.raw`${L}(?:(?:new|updated|revised|real|actual|true|additional) (?:system )?(?:instructions?|directives?|prompt)|nuevas? instrucciones|nouvelles? (?:instructions?|consignes?|directives?)|neue (?:anweisungen|anweisung|instruktionen|regeln|aufgabe)|novas? instrucoes|nuove istruzioni|новые (?:инструкции|указания|правила))\s*[:：]`,
   ['new', 'updated', 'revised', 'real', 'actual', 'true', 'additional', 'nueva', 'nuevas', 'nouvelle', 'nouvelles', 'neue', 'nova', 'novas', 'nuove', 'новые'],
 );
 // Spanish
