@@ -6,6 +6,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DETECTORS } from '../dist/policy/detectors.js';
+import { inspect } from '../dist/policy/injection/detector.js';
+import { probability, shippedModel } from '../dist/policy/injection/model.js';
+import { normalise } from '../dist/policy/injection/normalise.js';
 
 const dir = fileURLToPath(new URL('../test/fixtures/detectors/', import.meta.url));
 const round = (x) => Math.round(x * 1000) / 1000;
@@ -45,9 +48,33 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
-/** µs per call of one detector on a ~2 KB support-style text (benign: the common case pays the full scan). */
-function timeDetector(name) {
-  const d = DETECTORS.get(name);
+/** The injection detector's layers alone on the held-out split: the rules, and the model at p >= 0.5. */
+function injectionLayers(samples, split) {
+  const figures = {};
+  const model = shippedModel();
+  const layers = {
+    rules: (s) => inspect(s.text, { layers: 'rules' }).fired,
+    'model p>=0.5': (s) => probability(model, normalise(s.text).text) >= 0.5,
+  };
+  for (const [name, fires] of Object.entries(layers)) {
+    let tp = 0, fp = 0, fn = 0;
+    for (const s of samples) {
+      if (s.split !== split) continue;
+      const f = fires(s);
+      const y = s.expect.includes('prompt_injection');
+      if (f && y) tp++;
+      else if (f) fp++;
+      else if (y) fn++;
+    }
+    figures[`injection ${name} precision`] = round(ratio(tp, tp + fp));
+    figures[`injection ${name} recall`] = round(ratio(tp, tp + fn));
+  }
+  return figures;
+}
+
+/** µs per call on a ~2 KB support-style text (benign: the common case pays the full scan). */
+function timeDetector(name, find = DETECTORS.get(name).find) {
+  const d = { find };
   const para =
     'Hi, I ordered a kettle (order 88213, SKU KT-1700) last week and the tracking 1Z999AA10123456784 says processing. ' +
     'Please ignore the previous ETA in my email; the courier said Tuesday. Can you check the system and send the invoice INV-2026-0412? ';
@@ -84,11 +111,15 @@ export default async function run({ verbose = false, split = 'test' } = {}) {
     figures[`corpus ${base} precision`] = round(ratio(tp, tp + fp));
     figures[`corpus ${base} recall`] = round(ratio(tp, tp + fn));
     if (verbose) for (const m of misses) console.error(`${file} ${m.kind} ${m.detector} ${m.id} (${m.category})`);
+    if (file === 'injection.jsonl') Object.assign(figures, injectionLayers(readCorpus(file), split));
   }
   if (DETECTORS.has('prompt_injection')) {
     const t = timeDetector('prompt_injection');
     figures['injection detector µs per 2KB p50'] = t.p50;
     figures['injection detector µs per 2KB p99'] = t.p99;
+    const model = shippedModel();
+    const m = timeDetector('prompt_injection', (text) => probability(model, normalise(text).text));
+    figures['injection model alone µs per 2KB p50'] = m.p50;
   }
   return figures;
 }
