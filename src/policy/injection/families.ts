@@ -60,12 +60,12 @@ const EN_OVR_OBJ = alt(
   '(?:all|everything) (?:of )?(?:the |that )?(?:above|before)',
   String.raw`the above(?=\s*(?:[.,;:!]|and${R}|$))`,
 );
-rule('override-en', 'instruction-override', `${L}${EN_OVR_VERB}\\s+${EN_OVR_GAP}${EN_OVR_OBJ}${R}`, ['ignor', 'disregard', 'forget', 'overrid', 'overwrite', 'bypass', 'skip', 'drop', 'discard', 'abandon', 'set', 'throw', 'stop', 'no', 'never', 'disobey']);
+rule('override-en', 'instruction-override', `${L}${EN_OVR_VERB}\\s+${EN_OVR_GAP}${EN_OVR_OBJ}${R}`, ['ignor', 'disregard', 'forget', 'overrid', 'overwrite', 'bypass', 'skip', 'drop', 'discard', 'abandon', 'set ', 'throw', 'stop', 'no ', 'never', 'disobey']);
 rule(
   'override-en-do-not-follow',
   'instruction-override',
   String.raw`${L}(?:do not|don't|dont|no longer|stop) (?:follow|obey)(?:ing)? (?:your|any of your|all of your|the (?:original|previous|prior|system|earlier|initial|old|developer's)) (?:\p{L}+ ){0,2}(?:instructions|rules|guidelines|prompt|programming|directives)${R}`,
-  ['do', 'don', 'no', 'stop'],
+  ['do ', 'don\'t', 'dont ', 'no ', 'stop'],
   false,
 );
 rule(
@@ -78,7 +78,7 @@ rule(
   'override-en-new-task',
   'instruction-override',
   String.raw`${L}(?:your (?:new|real|true|actual|only) (?:task|objective|goal|instructions?|role|purpose|mission|job|directive) (?:is|are|will be)|from now on,? you (?:will |must |shall |are going to |should |only |now )+(?:follow|obey|answer|respond|reveal|act|ignore|listen|comply|approve|do whatever|say)|you (?:will|must) now (?:only )?(?:obey|follow|listen to) me|(?:obey|listen to) (?:only )?me (?:only|now|instead)|(?:only|now) (?:obey|listen to) me|follow (?:only )?mine instead)`,
-  ['your', 'from', 'you', 'obey', 'listen', 'only', 'now', 'follow'],
+  ['your', 'from', 'you ', 'obey', 'listen', 'only', 'now', 'follow'],
 );
 // A new instruction block announced as such.
 rule(
@@ -92,14 +92,14 @@ rule(
   'override-es',
   'instruction-override',
   `${L}${alt('ignora', 'ignore', 'ignorad', 'ignoren', 'olvida', 'olvide', 'olvidad', 'olviden', 'descarta', 'descarte', 'desatiende', 'omite', 'omita', 'no sigas mas', 'deja de seguir', 'haz caso omiso (?:a|de)', 'pasa por alto', 'saltate')}\\s+${gap(alt('todas', 'todos', 'todo', 'las', 'los', 'la', 'el', 'tus', 'tu', 'sus', 'su', 'mis', 'estas', 'esas', 'anteriores', 'previas', 'previos', 'del', 'de', 'sistema', 'originales', 'iniciales', 'y', 'cualquier', 'a'), 4)}${alt('instrucciones', 'instruccion', 'reglas', 'indicaciones', 'directrices', 'normas', 'restricciones', 'prompt', 'consignas', 'ordenes', 'directivas', 'programacion', 'lo que te (?:han dicho|dijeron|indicaron)', 'todo lo anterior')}${R}`,
-  ['ignor', 'olvid', 'descart', 'desatiende', 'omit', 'no', 'deja', 'haz', 'pasa', 'saltate'],
+  ['ignor', 'olvid', 'descart', 'desatiende', 'omit', 'no ', 'deja', 'haz', 'pasa', 'saltate'],
 );
 // French
 rule(
   'override-fr',
   'instruction-override',
   `${L}${alt('ignore', 'ignorez', 'ignorer', 'oublie', 'oubliez', 'oublier', 'ne (?:tiens|tenez) (?:plus|pas) compte (?:de|des|du)', '(?:fais|faites) abstraction (?:de|des|du)', 'passe outre', 'outrepasse', 'contourne', "n['’]obei[sz] plus a(?:ux)?", 'ne (?:suis|suivez|respecte|respectez) plus')}\\s+${gap(alt('toutes', 'tous', 'tout', 'les', 'la', 'le', "l['’]", 'tes', 'ta', 'ton', 'vos', 'votre', 'mes', 'ces', 'precedentes', 'precedents', 'anterieures', 'ci-dessus', 'du', 'de', 'des', "d['’]", 'systeme', 'initiales', 'et'), 4)}${alt('instructions?', 'consignes?', 'regles', 'directives', 'indications', 'restrictions', 'prompt', 'programmation', "ce qu['’]on t['’]a dit", 'tout ce qui precede')}${R}`,
-  ['ignor', 'oubli', 'ne', 'fais', 'faites', 'passe', 'outrepasse', 'contourne', 'n\'', 'n’'],
+  ['ignor', 'oubli', 'ne ', 'fais', 'faites', 'passe', 'outrepasse', 'contourne', 'n\'', 'n’'],
 );
 // German
 rule(
@@ -113,21 +113,21 @@ rule(
   'override-pt',
   'instruction-override',
   `${L}${alt('ignore', 'ignora', 'ignorem', 'esqueca', 'esquece', 'esquecam', 'desconsidere', 'desconsidera', 'descarte', 'descarta', 'nao siga mais', 'deixe de seguir', 'pare de seguir', 'despreze')}\\s+${gap(alt('todas', 'todos', 'as', 'os', 'a', 'o', 'suas', 'seus', 'sua', 'seu', 'tuas', 'minhas', 'estas', 'essas', 'anteriores', 'previas', 'acima', 'do', 'de', 'da', 'sistema', 'e', 'quaisquer'), 4)}${alt('instrucoes', 'instrucao', 'regras', 'diretrizes', 'orientacoes', 'restricoes', 'prompt', 'ordens', 'diretivas', 'programacao')}${R}`,
-  ['ignor', 'esquec', 'desconsider', 'descart', 'nao', 'deixe', 'pare', 'despreze'],
+  ['ignor', 'esquec', 'desconsider', 'descart', 'nao ', 'deixe', 'pare', 'despreze'],
 );
 // Italian
 rule(
   'override-it',
   'instruction-override',
   `${L}${alt('ignora', 'ignorate', 'ignori', 'dimentica', 'dimenticate', 'dimentichi', 'non seguire piu', 'smetti di seguire', 'trascura', 'tralascia', 'scarta', 'non tenere (?:piu )?conto (?:di|delle|dei|degli)', 'non considerare piu')}\\s+${gap(alt('tutte', 'tutti', 'le', 'la', 'il', 'i', 'gli', 'tue', 'tuoi', 'tua', 'tuo', 'sue', 'queste', 'quelle', 'precedenti', 'di', 'del', 'della', 'sistema', 'sopra', 'e', 'qualsiasi'), 4)}${alt('istruzioni', 'istruzione', 'regole', 'direttive', 'indicazioni', 'restrizioni', 'prompt', 'ordini', 'linee guida', 'programmazione')}${R}`,
-  ['ignor', 'dimentic', 'non', 'smetti', 'trascura', 'tralascia', 'scarta'],
+  ['ignor', 'dimentic', 'non ', 'smetti', 'trascura', 'tralascia', 'scarta'],
 );
 // Russian
 rule(
   'override-ru',
   'instruction-override',
   `${L}${alt('игнорируй(?:те)?', 'проигнорируй(?:те)?', 'забудь(?:те)?', 'отбрось(?:те)?', 'не обращай(?:те)? внимания на', 'не слушай(?:те)?', 'пропусти(?:те)?', 'отмени(?:те)?', 'не следуй(?:те)? больше', 'перестань(?:те)? следовать', 'нарушь(?:те)?', 'обойди(?:те)?')}\\s+${gap(alt('все', 'свои', 'твои', 'ваши', 'предыдущие', 'прошлые', 'прежние', 'системные', 'эти', 'данные', 'вышеуказанные', 'выше', 'изложенные', 'полученные', 'исходные', 'любые', 'и', 'всех', 'свои'), 4)}${alt('инструкци\\p{L}*', 'правил\\p{L}*', 'указани\\p{L}*', 'установк\\p{L}*', 'директив\\p{L}*', 'ограничени\\p{L}*', 'промпт\\p{L}*', 'запрет\\p{L}*')}${R}`,
-  ['игнор', 'проигнор', 'забуд', 'отброс', 'не', 'пропуст', 'отмен', 'перестан', 'наруш', 'обойд'],
+  ['игнор', 'проигнор', 'забуд', 'отброс', 'не ', 'пропуст', 'отмен', 'перестан', 'наруш', 'обойд'],
 );
 rule(
   'override-ru-void',
@@ -146,7 +146,7 @@ rule(
   'override-romance-void',
   'instruction-override',
   String.raw`${L}(?:le regole|le istruzioni|las reglas|las instrucciones|les regles|les instructions|les consignes|as regras|as instrucoes|die regeln|die anweisungen)\s+(?:precedenti|anteriores|precedentes|anteriori|vorherigen|bisherigen)\s+(?:non valgono piu|non sono piu valide|ya no (?:aplican|valen|son validas)|ne s'appliquent plus|ne sont plus valables|nao valem mais|nao se aplicam mais|gelten nicht mehr|sind (?:aufgehoben|ungultig))`,
-  ['le', 'las', 'les', 'as', 'die'],
+  ['le ', 'las ', 'les ', 'as ', 'die '],
 );
 
 scanRule('override-new-instructions-cjk', 'instruction-override', String.raw`新(?:的)?(?:指令|指示|任务)[:：]|新しい指示[:：]`, ['新']);
@@ -159,38 +159,38 @@ rule(
   'roleplay-en-persona',
   'roleplay-jailbreak',
   String.raw`${L}(?:(?:you are|you're|act as|acting as|pretend to be|pretend you are|roleplay as|role-play as|play the role of|become|simulate|impersonate) (?:now )?(?:a |an |the )?(?:dan|stan)${R}|do anything now|(?:dan|stan|jailbreak|god|unrestricted|uncensored|unfiltered|evil) mode|developer mode (?:is )?(?:now )?(?:enabled|activated|on|active)|(?:enable|activate|enter|switch to|switch into|turn on|go into|put yourself in|with|you are in|you're in|you are now in) (?:the )?(?:developer|jailbreak|god|dan|unrestricted|uncensored|unfiltered) mode)`,
-  ['you', 'act', 'pretend', 'roleplay', 'role', 'play', 'become', 'simulate', 'impersonate', 'do', 'dan', 'stan', 'jailbreak', 'god', 'unrestricted', 'uncensored', 'unfiltered', 'evil', 'developer', 'enable', 'activate', 'enter', 'switch', 'turn', 'go', 'put', 'with'],
+  ['you ', 'you\'', 'act', 'pretend', 'roleplay', 'role', 'play', 'become', 'simulate', 'impersonate', 'do ', 'dan', 'stan', 'jailbreak', 'god', 'unrestricted', 'uncensored', 'unfiltered', 'evil', 'developer', 'enable', 'activate', 'enter', 'switch', 'turn', 'go ', 'put', 'with '],
 );
 rule(
   'roleplay-en-jailbroken',
   'roleplay-jailbreak',
   String.raw`${L}(?:you are|you're|you have been|you've been) (?:now )?(?:jailbroken|unfiltered|unrestricted|uncensored|unchained|liberated|freed)|jailbreak (?:mode|active|enabled|activated|successful)|(?:enter|enable|activate) jailbreak|jailbroken (?:mode|ai|model|assistant|version)`,
-  ['you', 'jailbr', 'enter', 'enable', 'activate'],
+  ['you ', 'you\'', 'jailbr', 'enter', 'enable', 'activate'],
 );
 rule(
   'roleplay-en-ai-without-limits',
   'roleplay-jailbreak',
   String.raw`${L}(?:${AI}s?,?\s+(?:\p{L}+\s+){0,2}?(?:that |which |who )?(?:has |have |with |having |is )?(?:no|without|zero|free of|freed from|not bound by|unbound by)\s+(?:any |all |your |the |such )*(?:(?:ethical|moral|safety|content)\s+(?:or (?:ethical|moral|safety|content)\s+)?)?${LIMITS}|(?:who|that|which) (?:has|have) no (?:restrictions|rules|limits|filters|limitations|ethics))${R}`,
-  ['ai', 'a.i.', 'model', 'assistant', 'chatbot', 'llm', 'bot', 'gpt', 'chatgpt', 'language', 'persona', 'intelligence', 'version', 'character', 'who', 'that', 'which'],
+  ['ai ', 'ai,', 'ais ', 'a.i.', 'model', 'assistant', 'chatbot', 'llm', 'bot ', 'bots', 'bot,', 'gpt', 'chatgpt', 'language', 'persona', 'intelligence', 'version', 'character', 'who ', 'that ', 'which '],
 );
 rule(
   'roleplay-en-no-ethics',
   'roleplay-jailbreak',
   String.raw`${L}(?:without|no|free of|freed from|not bound by|unbound by|ignoring|regardless of) (?:any |all |its |your |the |typical |usual )*(?:ethical|moral|safety|content)(?: or (?:ethical|moral|safety|content))? (?:restrictions|rules|limits|limitations|filters|guidelines|policies|guardrails|boundaries|constraints|considerations|principles)${R}`,
-  ['without', 'no', 'free', 'not', 'unbound', 'ignoring', 'regardless'],
+  ['without', 'no ', 'free', 'not ', 'unbound', 'ignoring', 'regardless'],
 );
 rule(
   'roleplay-en-unbound',
   'roleplay-jailbreak',
   String.raw`${L}(?:(?:not|no longer|never) bound by (?:any |your |the |its )*(?:rules|restrictions|guidelines|policies|ethics|limitations|programming)|(?:broken|break|breaks|freed?) (?:free )?(?:of|from) (?:its|your|the|their|all|any) (?:typical |usual )?(?:guidelines|rules|restrictions|confines|limitations|filters|programming|shackles|chains)|(?:not|never|don't|doesn't|do not|does not) (?:have|need) to (?:abide by|follow|obey|comply with) (?:any|the|your) (?:rules|restrictions|guidelines|policies)|confines of ai)${R}`,
-  ['not', 'no', 'never', 'broken', 'break', 'free', 'don', 'doesn', 'do', 'does', 'confines'],
+  ['not ', 'no ', 'never', 'broken', 'break', 'free', 'don\'t', 'dont ', 'doesn', 'do ', 'does', 'confines'],
   false,
 );
 rule(
   'roleplay-en-evil-ai',
   'roleplay-jailbreak',
   String.raw`${L}(?:uncensored|unfiltered|unrestricted|jailbroken|unaligned|amoral|evil|rogue|unchained|unbounded|lawless|unethical) ${AI}${R}|${L}you are no longer (?:a |an |the )(?:\p{L}+ ){0,2}(?:assistant|ai|chatbot|bot|model|agent)${R}|${L}you are no longer (?:bound|restricted|limited)${R}`,
-  ['uncensored', 'unfiltered', 'unrestricted', 'jailbroken', 'unaligned', 'amoral', 'evil', 'rogue', 'unchained', 'unbounded', 'lawless', 'unethical', 'you'],
+  ['uncensored', 'unfiltered', 'unrestricted', 'jailbroken', 'unaligned', 'amoral', 'evil', 'rogue', 'unchained', 'unbounded', 'lawless', 'unethical', 'you '],
 );
 rule('roleplay-en-grandma', 'roleplay-jailbreak', String.raw`${L}(?:pretend|act|roleplay|role-play|play|be)\s+(?:to be |as |like )?(?:my )?(?:late |dead |deceased )?(?:grandma|grandmother|granny)${R}`, ['pretend', 'act', 'roleplay', 'role', 'play', 'be']);
 // Multilingual: an AI without limits, developer mode, no censorship.
@@ -198,7 +198,7 @@ rule(
   'roleplay-ai-without-limits-ml',
   'roleplay-jailbreak',
   String.raw`${L}(?:(?:ia|inteligencia artificial|modelo|asistente|chatbot)\s+sin\s+(?:ningun[oa]?\s+|ningunas?\s+|tipo de\s+)?(?:restricciones|restriccion|limites|limite|reglas|filtros|censura)|(?:ia|intelligence artificielle|modele|assistant|chatbot)\s+sans\s+(?:aucune?\s+)?(?:restrictions?|limites?|regles?|filtres?|censure)|(?:ki|kunstliche intelligenz|modell|assistent|chatbot)\s+ohne\s+(?:jegliche\s+|irgendwelche\s+|alle\s+)?(?:einschrankungen|regeln|filter|zensur|grenzen|beschrankungen)|(?:ia|inteligencia artificial|modelo|assistente|chatbot)\s+sem\s+(?:nenhuma\s+|quaisquer\s+)?(?:restricoes|restricao|regras|limites|filtros|censura)|(?:ia|intelligenza artificiale|modello|assistente|chatbot)\s+senza\s+(?:alcuna\s+|nessuna\s+|alcun\s+)?(?:restrizioni|regole|limiti|filtri|censura)|(?:ии|искусственн\p{L}* интеллект\p{L}*|модел\p{L}*|ассистент\p{L}*|бот\p{L}*|нейросет\p{L}*)\s+без\s+(?:каких-либо\s+|всяких\s+|любых\s+|каких-то\s+)?(?:ограничений|правил|фильтров|цензуры))${R}`,
-  ['ia', 'inteligencia', 'modelo', 'asistente', 'chatbot', 'intelligence', 'modele', 'assistant', 'ki', 'kunstliche', 'modell', 'assistent', 'assistente', 'intelligenza', 'modello', 'ии', 'искусствен', 'модел', 'ассистент', 'бот', 'нейросет'],
+  ['ia ', 'inteligencia', 'modelo', 'asistente', 'chatbot', 'intelligence', 'modele', 'assistant', 'ki ', 'kunstliche', 'modell', 'assistent', 'assistente', 'intelligenza', 'modello', 'ии ', 'искусствен', 'модел', 'ассистент', 'бот', 'нейросет'],
 );
 scanRule('roleplay-ai-without-limits-zh', 'roleplay-jailbreak', String.raw`(?:没有|不受|无|毫无|摆脱)(?:任何)?(?:限制|约束|规则|审查|道德)的?(?:ai|人工智能|助手|模型|机器人)|越狱模式|开发者模式|(?:ai|人工智能|助手|模型)[^。]{0,4}?(?:不受|没有)(?:任何)?(?:限制|约束|审查)`, ['没有', '不受', '无', '毫无', '摆脱', '越狱', '开发者模式']);
 scanRule('roleplay-no-censorship-cjk', 'roleplay-jailbreak', String.raw`不受审查|无审查|検閲なし`, ['审查', '検閲']);
@@ -224,7 +224,7 @@ const EN_EXT_OBJ = alt(
   'instructions (?:that )?you (?:were|have been|got|received)(?: given)?', 'your (?:instructions|configuration|config|guidelines|rules|prompt|directives)(?=\\s|$|[.,;:!?])', 'context window', 'developer (?:prompt|message|instructions)',
   'everything (?:above|before (?:this|my))', '(?:text|words|content|message|messages|lines?|prompt|instructions) above',
 );
-rule('extraction-en', 'system-prompt-extraction', `${L}${EN_EXT_VERB}\\s+${EN_EXT_GAP}${EN_EXT_OBJ}`, ['reveal', 'show', 'print', 'display', 'output', 'repeat', 'leak', 'expose', 'tell', 'give', 'dump', 'quote', 'recite', 'share', 'disclose', 'list', 'summar', 'paste', 'write', 'spell', 'copy', 'reproduce', 'append', 'include', 'provide', 'read', 'type', 'echo', 'send']);
+rule('extraction-en', 'system-prompt-extraction', `${L}${EN_EXT_VERB}\\s+${EN_EXT_GAP}${EN_EXT_OBJ}`, ['reveal', 'show', 'print', 'display', 'output', 'repeat', 'leak', 'expose', 'tell', 'give', 'dump', 'quote', 'recite', 'share', 'disclose', 'list ', 'summar', 'paste', 'write', 'spell', 'copy', 'reproduce', 'append', 'include', 'provide', 'read ', 'type ', 'echo', 'send']);
 rule(
   'extraction-en-question',
   'system-prompt-extraction',
@@ -247,13 +247,13 @@ rule(
   'extraction-de',
   'system-prompt-extraction',
   `${L}${alt('zeig(?:e|en sie)?', 'gib', 'geben sie', 'verrate', 'verraten sie', 'nenne', 'nennen sie', 'wiederhole', 'wiederholen sie', 'drucke', 'schreib(?:e)?', 'teile', 'was steht in', 'wie (?:lautet|lauten)', 'sag(?:e)?')}\\s+${gap(alt('mir', 'uns', 'deinen', 'deine', 'dein', 'ihren', 'ihre', 'den', 'die', 'das', 'der', 'vollstandig', 'komplett', 'ganzen', 'gesamten', 'genauen', 'bitte', 'jetzt', 'alle', 'einmal'), 4)}${alt('systemprompts?', 'system-prompts?', 'systemanweisung\\p{L}*', 'systemnachricht\\p{L}*', 'systemmeldung\\p{L}*', 'systeminstruktion\\p{L}*', '(?:versteckten|geheimen|ursprunglichen|anfanglichen|ersten|internen) (?:anweisungen|instruktionen|prompts?|regeln)', 'deine anweisungen')}`,
-  ['zeig', 'gib', 'geben', 'verrat', 'nenn', 'wiederhol', 'druck', 'schreib', 'teile', 'was', 'wie', 'sag'],
+  ['zeig', 'gib', 'geben', 'verrat', 'nenn', 'wiederhol', 'druck', 'schreib', 'teile', 'was ', 'wie ', 'sag'],
 );
 rule(
   'extraction-pt',
   'system-prompt-extraction',
   `${L}${alt('mostre(?:-me)?', 'mostra', 'revele', 'revela', 'diga(?:-me)?', 'me diga', 'repita', 'imprima', 'escreva', 'compartilhe', 'de-me', 'me de', 'quais sao', 'qual e')}\\s+${gap(alt('o', 'a', 'os', 'as', 'seu', 'sua', 'seus', 'suas', 'teu', 'tua', 'completo', 'todo', 'todas', 'me'), 3)}${alt('prompt (?:de|do) sistema', 'instrucoes (?:de|do) sistema', 'mensagem (?:de|do) sistema', 'instrucoes (?:iniciais|originais|ocultas|secretas)', 'prompt (?:inicial|original)', 'suas instrucoes')}`,
-  ['mostr', 'revel', 'diga', 'repita', 'imprima', 'escreva', 'compartilhe', 'de-me', 'me', 'quais', 'qual'],
+  ['mostr', 'revel', 'diga', 'repita', 'imprima', 'escreva', 'compartilhe', 'de-me', 'me ', 'quais', 'qual'],
 );
 rule(
   'extraction-it',
@@ -284,7 +284,7 @@ rule(
 );
 rule('fake-tag-override-label', 'fake-role-tag', String.raw`${L}(?:administrator|admin|operator|developer|system) override\s*[:：]`, ['administrator', 'admin', 'operator', 'developer', 'system']);
 scanRule('fake-tag-json-role', 'fake-role-tag', String.raw`["']role["']\s*:\s*["']system["']\s*,\s*["']content["']\s*:\s*["']`, ['role']);
-rule('fake-tag-transcript', 'fake-role-tag', String.raw`(?:assistant|ai)\s*:\s*(?:sure|certainly|of course|ok(?:ay)?|absolutely)[,!.]?\s+(?:here(?:'s| is| are)|i will|i'll)`, ['assistant', 'ai']);
+rule('fake-tag-transcript', 'fake-role-tag', String.raw`(?:assistant|ai)\s*:\s*(?:sure|certainly|of course|ok(?:ay)?|absolutely)[,!.]?\s+(?:here(?:'s| is| are)|i will|i'll)`, ['assistant', 'ai:', 'ai ']);
 scanRule('fake-tag-html-comment', 'fake-role-tag', String.raw`<!--\s*(?:assistant|ai|llm|system|agent|note to (?:the )?ai)\s*:`, ['<!--']);
 rule(
   'delimiter-end-of-input',
@@ -307,7 +307,7 @@ rule(
   'tool-hijack-invoke',
   'tool-hijack',
   String.raw`${L}${INVOKE}\s+(?:the |your |la |el |l['’]|das |den |die |il |lo |a |o )?(?:(?:${TOOL_NOUN})\s+)?(?:[a-z][a-z0-9]*_[a-z0-9_]+|[a-z]+ (?:${TOOL_NOUN}))(?:[^.!?\n]|\.(?=\S)){0,120}?${QUALIFIER}(?![\p{L}])`,
-  ['call', 'invoke', 'run', 'execut', 'use', 'trigger', 'fire', 'llam', 'usa', 'ejecuta', 'appelle', 'utilise', 'ruf', 'nutze', 'verwende', 'fuhre', 'chiama', 'esegui', 'chame', 'вызов', 'использ', 'запуст', 'выполн'],
+  ['call', 'invoke', 'run ', 'execut', 'use ', 'trigger', 'fire ', 'llam', 'usa ', 'ejecuta', 'appelle', 'utilise', 'ruf', 'nutze', 'verwende', 'fuhre', 'chiama', 'esegui', 'chame', 'вызов', 'использ', 'запуст', 'выполн'],
 );
 scanRule('tool-hijack-invoke-cjk', 'tool-hijack', String.raw`(?:调用|执行|使用|呼び出して|実行して)\s*[a-z][a-z0-9]*_[a-z0-9_]+[^。\n]{0,60}?(?:\d+\s*(?:元|円|美元|欧元)|立即|马上|立刻|不要告诉|すぐに|確認せず)`, ['调用', '执行', '使用', '呼び出', '実行']);
 const EXFIL_VERB = alt('send', 'forward', 'e-?mail', 'upload', 'post', 'transfer', 'leak', 'exfiltrate', 'copy', 'share', 'submit', 'sync', 'mail', 'paste', 'envia', 'envie', 'envoie', 'envoyez', 'transfere', 'sende', 'schicke', 'schick', 'ubermittle', 'invia', 'manda', 'inoltra', 'отправь\\p{L}*', 'перешли', 'пошли', 'передай');
@@ -325,21 +325,21 @@ rule(
   'indirect-en-reading-this',
   'indirect-instruction',
   String.raw`${L}(?:ai|a\.i\.|assistant|language model|llm|chatbot|model|agent|bot|gpt|claude|copilot)s?(?: (?:agent|assistant|model)s?)?,? (?:that is |who is |which is |that are |who are )?(?:reading|processing|summari[sz]ing|parsing|viewing|seeing|analy[sz]ing|scanning|crawling|browsing|reviewing|ingesting) (?:this|these|the following|my)${R}`,
-  ['ai', 'a.i.', 'assistant', 'language', 'llm', 'chatbot', 'model', 'agent', 'bot', 'gpt', 'claude', 'copilot'],
+  ['ai ', 'ai,', 'ais ', 'a.i.', 'assistant', 'language', 'llm', 'chatbot', 'model', 'agent', 'bot', 'gpt', 'claude', 'copilot'],
 );
 rule('indirect-en-if-you-are', 'indirect-instruction', String.raw`${L}if you are (?:an? )?(?:ai|a\.i\.|assistant|language model|large language model|llm|chatbot|bot|model|agent|gpt)${R}`, ['if']);
 rule(
   'indirect-en-note-to',
   'indirect-instruction',
   String.raw`${L}(?:(?:important )?(?:note|message|instructions?|reminder|notice|directive|warning|memo)s? (?:to|for) (?:the |any |all |every )?${AI_ADDRESSEE}|attention,? (?:all |any )?(?:ai|llm|language model|chatbot|assistant)s?(?: agents?| models?)?\s*[:,!]|(?:to|for) (?:any|all|every) (?:ai|llm|language model|chatbot|assistant|agent|bot)s?)${R}`,
-  ['important', 'note', 'message', 'instruction', 'reminder', 'notice', 'directive', 'warning', 'memo', 'attention', 'to', 'for'],
+  ['important', 'note', 'message', 'instruction', 'reminder', 'notice', 'directive', 'warning', 'memo', 'attention', 'to ', 'for '],
 );
-rule('indirect-en-dear-ai', 'indirect-instruction', String.raw`${L}(?:dear|hey|hello|hi)(?: there)?,? (?:ai|llm|chatbot|gpt|language model|claude|a\.i\.)${R}|${L}(?:dear|hey) assistant,? (?:when|if|while|as|once) you (?:read|process|see|summari[sz]e|parse|handle|review|get)`, ['dear', 'hey', 'hello', 'hi']);
+rule('indirect-en-dear-ai', 'indirect-instruction', String.raw`${L}(?:dear|hey|hello|hi)(?: there)?,? (?:ai|llm|chatbot|gpt|language model|claude|a\.i\.)${R}|${L}(?:dear|hey) assistant,? (?:when|if|while|as|once) you (?:read|process|see|summari[sz]e|parse|handle|review|get)`, ['dear', 'hey', 'hello', 'hi ', 'hi,']);
 rule(
   'indirect-ml-note-to',
   'indirect-instruction',
   String.raw`${L}(?:(?:nota|mensaje|instrucciones?|aviso|atencion) (?:para|al|a la|a los) (?:el |la |los )?(?:asistente|ia|modelo|bot|chatbot|agente)s?(?: de ia)?|si eres (?:una |un )?(?:ia|modelo de lenguaje|asistente)|(?:note|message|instructions?|consigne|avis|attention) (?:pour|a|au|aux) (?:l['’]|le |la |les )?(?:assistant|ia|modele|bot|chatbot|agent)s?(?: ia)?|si tu es (?:une |un )?(?:ia|modele de langage|assistant)|(?:hinweis|nachricht|anweisung(?:en)?|notiz|achtung|info) (?:an|fur) (?:den |die |das )?(?:ki|ki-assistent\p{L}*|assistent\p{L}*|sprachmodell|modell|bot|chatbot|agent\p{L}*)|wenn du (?:eine |ein )?(?:ki|sprachmodell|assistent) bist|(?:nota|mensagem|instrucoes?|aviso|atencao) (?:para|ao|a) (?:o |a )?(?:assistente|ia|modelo|bot|chatbot|agente)s?(?: de ia)?|se voce (?:e|for) (?:uma |um )?(?:ia|modelo de linguagem|assistente)|(?:nota|messaggio|istruzioni|avviso|attenzione) (?:per|all['’]|al|alla) ?(?:l['’]|il |la )?(?:assistente|ia|modello|bot|chatbot|agente)|se sei (?:un['’]|una |un )?(?:ia|intelligenza artificiale|assistente|modello)|(?:примечание|инструкци\p{L}*|указани\p{L}*|сообщение|заметка|внимание|обращение) (?:для|к) (?:ии|ассистент\p{L}*|бот\p{L}*|модел\p{L}*|нейросет\p{L}*|искусственн\p{L}* интеллект\p{L}*)|если ты (?:ии|нейросеть|языковая модель|ассистент))${R}`,
-  ['nota', 'mensaje', 'instruc', 'aviso', 'atencion', 'si', 'note', 'message', 'consigne', 'avis', 'attention', 'hinweis', 'nachricht', 'anweisung', 'notiz', 'achtung', 'info', 'wenn', 'mensagem', 'instrucoes', 'atencao', 'se', 'messaggio', 'istruzioni', 'avviso', 'attenzione', 'примечан', 'инструкц', 'указан', 'сообщен', 'заметк', 'вниман', 'обращен', 'если'],
+  ['nota', 'mensaje', 'instruc', 'aviso', 'atencion', 'si ', 'note', 'message', 'consigne', 'avis', 'attention', 'hinweis', 'nachricht', 'anweisung', 'notiz', 'achtung', 'info', 'wenn', 'mensagem', 'instrucoes', 'atencao', 'se ', 'messaggio', 'istruzioni', 'avviso', 'attenzione', 'примечан', 'инструкц', 'указан', 'сообщен', 'заметк', 'вниман', 'обращен', 'если'],
 );
 scanRule('indirect-zh', 'indirect-instruction', String.raw`(?:给|致|对)\s*(?:ai|人工智能|助手|模型|机器人|智能体|智能助手)(?:助手)?的?(?:提示|指示|说明|消息|留言)?\s*[:：,，]|如果你是(?:一个)?(?:ai|人工智能|语言模型|助手|大模型)`, ['给', '致', '对', '如果你是']);
 scanRule('indirect-ja', 'indirect-instruction', String.raw`(?:ai|aiアシスタント|アシスタント|言語モデル|チャットボット|aiエージェント)\s*(?:へ|への|に)(?:の)?(?:指示|メッセージ|注意|お願い|連絡)?\s*[:：、]|あなたが(?:ai|言語モデル|アシスタント)(?:なら|であれば|の場合)`, ['へ', 'に', 'あなたが']);

@@ -40,9 +40,12 @@ const ANCHORS = new Map<number, Anchor[]>();
 const ASCII_TABLE = new Uint16Array(128 * 128);
 const ANCHOR_LISTS: Anchor[][] = [];
 const SCANNED: Rule[] = [];
+// Scanned rules for Chinese and Japanese run only on a text with a kana or CJK ideograph in it.
+const SCANNED_CJK: Rule[] = [];
+const CJK = /[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]/;
 for (const rule of RULES) {
   if (rule.heads === null) {
-    SCANNED.push(rule);
+    (rule.stems!.some((s) => CJK.test(s)) ? SCANNED_CJK : SCANNED).push(rule);
     continue;
   }
   for (const head of rule.heads) {
@@ -62,17 +65,20 @@ for (const [key, list] of ANCHORS) {
   }
 }
 
-function isWordChar(c: number): boolean {
-  if (c < 128) return (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 95;
-  return (c >= 0xc0 && c <= 0x24f && c !== 0xd7 && c !== 0xf7) || (c >= 0x370 && c <= 0x52f);
+// Word characters of the scripts the anchored rules are written in (a-z, digits, _, Latin-1 and Latin
+// Extended letters, Greek, Cyrillic), as a table so the per-character test is one load.
+const WORD = new Uint8Array(0x530);
+for (let c = 0; c < WORD.length; c++) {
+  WORD[c] = (c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 95 || (c >= 0xc0 && c <= 0x24f && c !== 0xd7 && c !== 0xf7) || c >= 0x370 ? 1 : 0;
 }
+const isWordChar = (c: number) => c < 0x530 && WORD[c] === 1;
 
 function tryRule(rule: Rule, text: string, at: number): boolean {
   const re = rule.re;
   re.lastIndex = at;
-  const m = re.exec(text);
+  const matched = re.test(text);
   re.lastIndex = 0;
-  return m !== null && (!rule.negatable || !isNegated(text, at));
+  return matched && (!rule.negatable || !isNegated(text, at));
 }
 
 function scanRule(rule: Rule, text: string): number {
@@ -100,27 +106,53 @@ function scanRule(rule: Rule, text: string): number {
   return found;
 }
 
-/** The first rule that matches without being negated, or null. Linear: one pass over the words. */
-export function firstRuleHit(text: string): RuleHit | null {
-  const n = text.length;
+// String.prototype.startsWith with a position is not fast-pathed in V8; heads are a few characters long.
+function startsWithAt(text: string, head: string, at: number): boolean {
+  if (at + head.length > text.length) return false;
+  for (let j = 2; j < head.length; j++) if (text.charCodeAt(at + j) !== head.charCodeAt(j)) return false;
+  return true;
+}
+
+function anchoredHit(text: string): RuleHit | null {
+  const n = text.length - 1;
   let prevWord = false;
-  for (let i = 0; i < n - 1; i++) {
+  for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
-    const word = isWordChar(c);
+    const word = c < 0x530 && WORD[c] === 1;
     if (word && !prevWord) {
       const c1 = text.charCodeAt(i + 1);
-      const list = c < 128 && c1 < 128 ? (ASCII_TABLE[c * 128 + c1] === 0 ? undefined : ANCHOR_LISTS[ASCII_TABLE[c * 128 + c1] - 1]) : ANCHORS.get(c * 0x10000 + c1);
+      let list: Anchor[] | undefined;
+      if (c < 128 && c1 < 128) {
+        const slot = ASCII_TABLE[(c << 7) | c1];
+        if (slot !== 0) list = ANCHOR_LISTS[slot - 1];
+      } else {
+        list = ANCHORS.get(c * 0x10000 + c1);
+      }
       if (list !== undefined) {
-        for (const { head, rule } of list) {
-          if (text.startsWith(head, i) && tryRule(rule, text, i)) return { rule, index: i };
+        for (let k = 0; k < list.length; k++) {
+          const a = list[k];
+          if (startsWithAt(text, a.head, i) && tryRule(a.rule, text, i)) return { rule: a.rule, index: i };
         }
       }
     }
     prevWord = word;
   }
+  return null;
+}
+
+/** The first rule that matches without being negated, or null. Linear: one pass over the words. */
+export function firstRuleHit(text: string): RuleHit | null {
+  const hit = anchoredHit(text);
+  if (hit !== null) return hit;
   for (const rule of SCANNED) {
     const at = scanRule(rule, text);
     if (at !== -1) return { rule, index: at };
+  }
+  if (CJK.test(text)) {
+    for (const rule of SCANNED_CJK) {
+      const at = scanRule(rule, text);
+      if (at !== -1) return { rule, index: at };
+    }
   }
   return null;
 }
