@@ -105,6 +105,7 @@ function count(re: RegExp, text: string, atLeast: number): boolean {
 }
 
 // Character classes for the run finder, by char code: 1 = base64 alphabet (incl. URL-safe), 2 = also hex.
+const MIN_RUN = 16;
 const RUN_CLASS = new Uint8Array(128);
 for (let c = 0; c < 128; c++) {
   const ch = String.fromCharCode(c);
@@ -126,33 +127,40 @@ export function decodings(text: string, budget = MAX_DECODES, lower = text.toLow
   };
   let tried = 0;
   const n = text.length;
+  const inRun = (k: number) => {
+    const c = text.charCodeAt(k);
+    return c < 128 && RUN_CLASS[c] !== 0;
+  };
+  // Skip search: a run of 16 or more must contain position i + 15, so when that character is outside the
+  // alphabet the next 16 positions can be skipped; otherwise the run around it is measured.
   let i = 0;
-  // Trying a run costs a decode even when it yields nothing: bound the attempts as well as the results.
-  while (i < n && out.length < limit && tried < 2 * limit) {
-    const c = text.charCodeAt(i);
-    if (c >= 128 || RUN_CLASS[c] === 0) {
-      i++;
+  while (i + MIN_RUN <= n && out.length < limit && tried < 2 * limit) {
+    const probe = i + MIN_RUN - 1;
+    if (!inRun(probe)) {
+      i = probe + 1;
       continue;
     }
-    const start = i;
+    let start = probe;
+    while (start > i && inRun(start - 1)) start--;
+    let stop = probe + 1;
+    while (stop < n && inRun(stop)) stop++;
+    i = stop + 1;
+    if (stop - start < MIN_RUN) continue;
     let hexOnly = true;
     let upper = false;
     let lower = false;
-    while (i < n) {
-      const d = text.charCodeAt(i);
-      if (d >= 128 || RUN_CLASS[d] === 0) break;
+    for (let k = start; k < stop; k++) {
+      const d = text.charCodeAt(k);
       if (RUN_CLASS[d] !== 3) hexOnly = false;
       if (d >= 65 && d <= 90) upper = true;
       else if (d >= 97 && d <= 122) lower = true;
-      i++;
     }
-    let end = i;
-    while (end < n && end - i < 2 && text.charCodeAt(end) === 61) end++; // base64 padding
-    const len = i - start;
-    if (len < 16) continue;
+    let end = stop;
+    while (end < n && end - stop < 2 && text.charCodeAt(end) === 61) end++; // base64 padding
+    const len = stop - start;
     if (hexOnly && len % 2 === 0 && !(upper && lower)) {
       tried++;
-      push(decodeHex(text.slice(start, i)));
+      push(decodeHex(text.slice(start, stop)));
     } else if (upper && lower) {
       tried++;
       push(decodeBase64(text.slice(start, end)));

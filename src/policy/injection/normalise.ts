@@ -34,11 +34,8 @@ const CONFUSABLE_CHAR = new RegExp(`[${CONFUSABLE_CLASS}]`, 'g');
 // leet digits. "1gn0r3" and "5y5t3m" fold; "1z999aa1", "b44", "$4.99", "2019" and order ids keep their
 // digits (a 2, 6, 8 or 9 in the run, or fewer than two letters, means it is a number or an id).
 // A run followed by ".domain" is the local part and domain of an e-mail address and keeps its "@".
-// One start per run (the look-behind); the lazy part stops at the first leet character, so a run without
-// one costs one pass. The conditions on letters and digits are checked in foldLeet.
-const LEET_RUN = /(?<![a-z0-9@$])[a-z0-9@$]*?[013457@$][a-z0-9@$]*/g;
-// Leet inside a word ("n0r", "y5t") or leading one ("4ll", "1gn"): ids like "1z999aa1" do not qualify.
-const LEET_HINT = /[a-z][013457@$]+[a-z]|(?<![a-z0-9])[013457@$][a-z]{2}/;
+// A leet character followed by a letter somewhere: the cheap test that decides whether to fold at all.
+const LEET_HINT = /[013457@$]+[a-z]/;
 const LEET_I: Record<string, string> = { '0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 't', '@': 'a', $: 's' };
 const LEET_L: Record<string, string> = { ...LEET_I, '1': 'l' };
 
@@ -49,6 +46,7 @@ const SPACED_ASCII = /(?<![a-z0-9])[a-z]([ .\-_*])[a-z](?:\1[a-z])+/g;
 const SPACED_SEPARATOR = /[ .\-_*]/g;
 // Runs of blanks (not newlines, which some rules read as line starts) become one space.
 const BLANKS = /[ \t\u00a0\u3000]{2,}/g;
+const DOUBLE_BLANK = / {2}|\t/;
 
 export interface Normalised {
   /** The canonical text: lowercase, NFKC, without invisibles, look-alikes and leetspeak folded. */
@@ -57,25 +55,44 @@ export interface Normalised {
   readonly altText: string | null;
 }
 
+const isLetter = (c: number) => c >= 97 && c <= 122;
+const isLeet = (c: number) => c === 48 || c === 49 || c === 51 || c === 52 || c === 53 || c === 55 || c === 64 || c === 36;
+const isDigit = (c: number) => c >= 48 && c <= 57;
+
+/** Folds each qualifying run in one pass over the text (a loop, not a regex, so it stays linear). */
 function foldLeet(text: string, table: Record<string, string>): string {
-  return text.replace(LEET_RUN, (run, at: number) => {
+  let out = '';
+  let last = 0;
+  const n = text.length;
+  let i = 0;
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (!(isLetter(c) || isDigit(c) || c === 64 || c === 36)) {
+      i++;
+      continue;
+    }
+    const start = i;
     let letters = 0;
     let leet = 0;
-    for (let i = 0; i < run.length; i++) {
-      const c = run.charCodeAt(i);
-      if (c >= 97 && c <= 122) letters++;
-      else if (c === 50 || c === 54 || c === 56 || c === 57) return run; // 2, 6, 8, 9: a number or an id
-      else leet++;
+    let other = false;
+    while (i < n) {
+      const d = text.charCodeAt(i);
+      if (isLetter(d)) letters++;
+      else if (isLeet(d)) leet++;
+      else if (isDigit(d)) other = true; // 2, 6, 8, 9: a number or an id
+      else break;
+      i++;
     }
-    // The local part and domain of an e-mail address keep their "@".
-    if (text.charCodeAt(at + run.length) === 46 && run.includes('@')) return run;
-    if (letters < 2) return run;
-    // A run that is mostly digits ("3rd", "4x4") is a number with a suffix, not disguised letters.
-    if (leet > letters) return run;
-    let out = '';
-    for (let i = 0; i < run.length; i++) out += table[run[i]] ?? run[i];
-    return out;
-  });
+    // At least two letters, no more leet characters than letters ("3rd", "4x4" stay), no other digit, and
+    // not the local part and domain of an e-mail address (a run with "@" followed by ".domain").
+    if (leet === 0 || other || letters < 2 || leet > letters) continue;
+    if (text.charCodeAt(i) === 46 && isLetter(text.charCodeAt(i + 1)) && text.slice(start, i).includes('@')) continue;
+    let run = '';
+    for (let j = start; j < i; j++) run += table[text[j]] ?? text[j];
+    out += text.slice(last, start) + run;
+    last = i;
+  }
+  return last === 0 ? text : out + text.slice(last);
 }
 
 export function normalise(input: string): Normalised {
@@ -91,7 +108,7 @@ export function normalise(input: string): Normalised {
     text = text.toLowerCase();
   }
   text = text.replace(ascii ? SPACED_ASCII : SPACED, (run) => run.replace(SPACED_SEPARATOR, ''));
-  if (text.includes('  ') || text.includes('\t') || !ascii) text = text.replace(BLANKS, ' ');
+  if (!ascii || DOUBLE_BLANK.test(text)) text = text.replace(BLANKS, ' ');
   if (!LEET_HINT.test(text)) return { text, altText: null };
   const folded = foldLeet(text, LEET_I);
   if (folded === text) return { text, altText: null };
