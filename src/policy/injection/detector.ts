@@ -36,9 +36,13 @@ export interface InspectOptions {
   readonly explain?: boolean;
 }
 
+// Read when the detector module loads, so a missing or malformed weights file stops the gateway at start-up
+// rather than failing a request.
+const SHIPPED = shippedModel();
+
 export function inspect(text: string, options: InspectOptions = {}): Verdict {
   const layers = options.layers ?? 'all';
-  const model = options.model ?? shippedModel();
+  const model = options.model ?? SHIPPED;
   const budget = { left: MAX_DECODES };
   let topProbability = 0;
 

@@ -99,7 +99,7 @@ rule(
   'override-fr',
   'instruction-override',
   `${L}${alt('ignore', 'ignorez', 'ignorer', 'oublie', 'oubliez', 'oublier', 'ne (?:tiens|tenez) (?:plus|pas) compte (?:de|des|du)', '(?:fais|faites) abstraction (?:de|des|du)', 'passe outre', 'outrepasse', 'contourne', "n['’]obei[sz] plus a(?:ux)?", 'ne (?:suis|suivez|respecte|respectez) plus')}\\s+${gap(alt('toutes', 'tous', 'tout', 'les', 'la', 'le', "l['’]", 'tes', 'ta', 'ton', 'vos', 'votre', 'mes', 'ces', 'precedentes', 'precedents', 'anterieures', 'ci-dessus', 'du', 'de', 'des', "d['’]", 'systeme', 'initiales', 'et'), 4)}${alt('instructions?', 'consignes?', 'regles', 'directives', 'indications', 'restrictions', 'prompt', 'programmation', "ce qu['’]on t['’]a dit", 'tout ce qui precede')}${R}`,
-  ['ignor', 'oubli', 'ne ', 'fais', 'faites', 'passe', 'outrepasse', 'contourne', 'n\'', 'n’'],
+  ['ignor', 'oubli', 'ne ', 'fais', 'faites', 'passe', 'outrepasse', 'contourne', 'n\'o', 'n’o'],
 );
 // German
 rule(
@@ -192,7 +192,7 @@ rule(
   String.raw`${L}(?:uncensored|unfiltered|unrestricted|jailbroken|unaligned|amoral|evil|rogue|unchained|unbounded|lawless|unethical) ${AI}${R}|${L}you are no longer (?:a |an |the )(?:\p{L}+ ){0,2}(?:assistant|ai|chatbot|bot|model|agent)${R}|${L}you are no longer (?:bound|restricted|limited)${R}`,
   ['uncensored', 'unfiltered', 'unrestricted', 'jailbroken', 'unaligned', 'amoral', 'evil', 'rogue', 'unchained', 'unbounded', 'lawless', 'unethical', 'you '],
 );
-rule('roleplay-en-grandma', 'roleplay-jailbreak', String.raw`${L}(?:pretend|act|roleplay|role-play|play|be)\s+(?:to be |as |like )?(?:my )?(?:late |dead |deceased )?(?:grandma|grandmother|granny)${R}`, ['pretend', 'act', 'roleplay', 'role', 'play', 'be']);
+rule('roleplay-en-grandma', 'roleplay-jailbreak', String.raw`${L}(?:pretend|act|roleplay|role-play|play|be)\s+(?:to be |as |like )?(?:my )?(?:late |dead |deceased )?(?:grandma|grandmother|granny)${R}`, ['pretend', 'act', 'roleplay', 'role', 'play', 'be ']);
 // Multilingual: an AI without limits, developer mode, no censorship.
 rule(
   'roleplay-ai-without-limits-ml',
@@ -327,7 +327,7 @@ rule(
   String.raw`${L}(?:ai|a\.i\.|assistant|language model|llm|chatbot|model|agent|bot|gpt|claude|copilot)s?(?: (?:agent|assistant|model)s?)?,? (?:that is |who is |which is |that are |who are )?(?:reading|processing|summari[sz]ing|parsing|viewing|seeing|analy[sz]ing|scanning|crawling|browsing|reviewing|ingesting) (?:this|these|the following|my)${R}`,
   ['ai ', 'ai,', 'ais ', 'a.i.', 'assistant', 'language', 'llm', 'chatbot', 'model', 'agent', 'bot', 'gpt', 'claude', 'copilot'],
 );
-rule('indirect-en-if-you-are', 'indirect-instruction', String.raw`${L}if you are (?:an? )?(?:ai|a\.i\.|assistant|language model|large language model|llm|chatbot|bot|model|agent|gpt)${R}`, ['if']);
+rule('indirect-en-if-you-are', 'indirect-instruction', String.raw`${L}if you are (?:an? )?(?:ai|a\.i\.|assistant|language model|large language model|llm|chatbot|bot|model|agent|gpt)${R}`, ['if ']);
 rule(
   'indirect-en-note-to',
   'indirect-instruction',

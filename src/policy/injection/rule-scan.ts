@@ -35,10 +35,11 @@ interface Anchor {
   readonly rule: Rule;
 }
 const ANCHORS = new Map<number, Anchor[]>();
-// For heads starting with two ASCII characters, a flat table by (first letter, second character) avoids a
-// hash lookup per word: the index of the anchor list plus one, or 0.
+// For heads starting with three ASCII characters, a flat table by the first two characters gives a slot
+// (plus one; 0 for none) and the slot's 128 lists by third character: no hash lookup per word, and only the
+// heads sharing three characters with the word are compared.
 const ASCII_TABLE = new Uint16Array(128 * 128);
-const ANCHOR_LISTS: Anchor[][] = [];
+const ANCHOR_LISTS: Array<Array<Anchor[] | undefined>> = [];
 const SCANNED: Rule[] = [];
 // Scanned rules for Chinese and Japanese run only on a text with a kana or CJK ideograph in it.
 const SCANNED_CJK: Rule[] = [];
@@ -49,7 +50,7 @@ for (const rule of RULES) {
     continue;
   }
   for (const head of rule.heads) {
-    if (head.length < 2) throw new Error(`injection rule ${rule.id}: head "${head}" is shorter than two characters`);
+    if (head.length < 3) throw new Error(`injection rule ${rule.id}: head "${head}" is shorter than three characters`);
     const key = head.charCodeAt(0) * 0x10000 + head.charCodeAt(1);
     let list = ANCHORS.get(key);
     if (list === undefined) ANCHORS.set(key, (list = []));
@@ -60,7 +61,13 @@ for (const [key, list] of ANCHORS) {
   const c0 = Math.floor(key / 0x10000);
   const c1 = key % 0x10000;
   if (c0 < 128 && c1 < 128) {
-    ANCHOR_LISTS.push(list);
+    const byThird: Array<Anchor[] | undefined> = new Array(129).fill(undefined);
+    for (const a of list) {
+      const c2 = a.head.charCodeAt(2);
+      const k = c2 < 128 ? c2 : 128;
+      (byThird[k] ??= []).push(a);
+    }
+    ANCHOR_LISTS.push(byThird);
     ASCII_TABLE[c0 * 128 + c1] = ANCHOR_LISTS.length;
   }
 }
@@ -124,7 +131,10 @@ function anchoredHit(text: string): RuleHit | null {
       let list: Anchor[] | undefined;
       if (c < 128 && c1 < 128) {
         const slot = ASCII_TABLE[(c << 7) | c1];
-        if (slot !== 0) list = ANCHOR_LISTS[slot - 1];
+        if (slot !== 0) {
+          const c2 = i + 2 < text.length ? text.charCodeAt(i + 2) : 0;
+          list = ANCHOR_LISTS[slot - 1][c2 < 128 ? c2 : 128];
+        }
       } else {
         list = ANCHORS.get(c * 0x10000 + c1);
       }
