@@ -1,5 +1,5 @@
 // Detector quality on the held-out split of every corpus in test/fixtures/detectors/*.jsonl (format:
-// docs/injection-detection.md, "Corpus"), plus the injection detector's cost on a 2 KB text.
+// docs/injection-detection.md, "Corpus format"), plus the injection detector's cost on a 2 KB text.
 // Run after `npm run build`: `node bench/detector-quality.js`, or from bench/run.js.
 // For each file, the detectors evaluated are the union of the names in its samples' `expect`; on split
 // "test" only: TP = fires and expected, FP = fires and not expected, FN = expected and silent.
@@ -16,7 +16,9 @@ const ratio = (a, b) => (b === 0 ? 1 : a / b);
 
 /** Scores one corpus; `misses` collects what went wrong on the test split, for `--verbose`. */
 export function scoreCorpus(samples, split = 'test') {
-  const names = [...new Set(samples.flatMap((s) => s.expect))].filter((n) => DETECTORS.has(n)).sort();
+  const named = [...new Set(samples.flatMap((s) => s.expect))].sort();
+  for (const n of named) if (!DETECTORS.has(n)) console.error(`detector-quality: no detector named ${n}; its samples are not scored for it`);
+  const names = named.filter((n) => DETECTORS.has(n));
   const per = Object.fromEntries(names.map((n) => [n, { tp: 0, fp: 0, fn: 0 }]));
   const misses = [];
   for (const s of samples) {
