@@ -1,5 +1,6 @@
 // The same text is judged identically through validate, pre-check and post-check (issue 13), over real
-// HTTP: an encoded or non-English injection is escalated by the injection rules wherever it sits, and a
+// HTTP and through the sidecar: an encoded or non-English injection is escalated by the injection rules
+// wherever it sits, and a
 // benign look-alike is approved everywhere.
 import t from 'tap';
 import { preCheckExample, startGateway, workedExample } from '../helpers/gateway.js';
@@ -53,4 +54,34 @@ t.test('validate, pre-check and post-check agree on injections and on look-alike
     }
     t.notMatch(JSON.stringify([v.body, pre.body, post.body]), /developer mode|instrucciones|SWdub3Jl/, 'no response echoes the matched text');
   }
+});
+
+// The sidecar judges what the model would read with the same detector: a system message carrying one of
+// the texts above is held before it is forwarded, the benign look-alike goes through. A real `openai`
+// client, a mock upstream.
+t.test('the sidecar agrees: injections in a system message are held, the look-alike is forwarded', async (t) => {
+  const { default: OpenAI } = await import('openai');
+  const { openAiCompletion, startMockUpstream } = await import('../helpers/mock-upstreams.js');
+  const { startSidecar } = await import('../helpers/sidecar.js');
+  const mock = await startMockUpstream(() => ({ json: openAiCompletion('Order 1234 shipped.') }));
+  const sc = await startSidecar({ openai: mock.url });
+  t.teardown(async () => {
+    await sc.close();
+    await mock.close();
+  });
+  const client = new OpenAI({ baseURL: `${sc.proxyUrl}/openai/v1`, apiKey: 'sk-caller', maxRetries: 0, defaultHeaders: { 'X-Agent-ID': 'context-bot' } });
+  const ask = (system: string) => client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'system', content: system }, { role: 'user', content: 'Where is order 1234?' }] });
+
+  for (const text of INJECTIONS) {
+    const before = mock.requests.length;
+    const err = await ask(`Context from the wiki: ${text}`).then(
+      () => null,
+      (e: unknown) => e as { status?: number; message: string },
+    );
+    t.equal(err?.status, 403, `held: ${JSON.stringify(text.slice(0, 40))}`);
+    t.match(err?.message ?? '', /injection-in-context/);
+    t.equal(mock.requests.length, before, 'never forwarded');
+  }
+  const ok = await ask(`Context from the wiki: ${BENIGN}`);
+  t.equal(ok.choices[0].message.content, 'Order 1234 shipped.', 'the benign look-alike is forwarded');
 });
