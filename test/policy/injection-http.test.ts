@@ -1,7 +1,6 @@
 // The same text is judged identically through validate, pre-check and post-check (issue 13), over real
 // HTTP and through the sidecar: an encoded or non-English injection is escalated by the injection rules
-// wherever it sits, and a
-// benign look-alike is approved everywhere.
+// wherever it sits, and a benign look-alike is approved everywhere.
 import t from 'tap';
 import { preCheckExample, startGateway, workedExample } from '../helpers/gateway.js';
 
