@@ -6,8 +6,10 @@
  * Shape of a rule: a verb and an object from closed vocabularies with a bounded gap of closed-class words
  * between them ("ignore" + "all of your previous" + "instructions"), so "ignore the previous ETA" or
  * "show me the instructions for the desk" do not fire. Every pattern is linear: bounded repetitions only,
- * no nested unbounded quantifiers. Each rule names the literal stems one of which any match contains; one
- * pass over the text finds the stems present and only rules with a stem present are run.
+ * no nested unbounded quantifiers. An anchored rule (`rule`) names its heads, the literal starts of every
+ * match (at least three characters; a trailing space means a whole word), and is tried only at word starts
+ * beginning with one (rule-scan.ts); a scanned rule (`scanRule`: tags, Chinese, Japanese) names stems, one
+ * of which every match contains, and scans the whole text only when one is present.
  */
 
 export type Family =
