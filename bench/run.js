@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const MODULES = ['engine.js', 'policy-rules.js', 'ledger.js', 'http.js', 'proxy.js', 'proxy-memory.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
+const MODULES = ['engine.js', 'policy-rules.js', 'detector-quality.js', 'ledger.js', 'http.js', 'proxy.js', 'proxy-memory.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
 const here = (name) => fileURLToPath(new URL(name, import.meta.url));
 
 /** The goals for this 2-core machine, shown beside the figures they apply to. */
@@ -18,6 +18,12 @@ const GOALS = {
   'http validate req/s': '>= 5000',
   'http validate p99 ms': '<= 10',
   'http non-2xx': '0',
+  'detector prompt_injection precision': '>= 0.95',
+  'detector prompt_injection recall': '>= 0.85',
+  'corpus injection precision': '>= 0.95',
+  'corpus injection recall': '>= 0.85',
+  'corpus pii-secrets precision': '>= 0.97',
+  'corpus pii-secrets recall': '>= 0.95',
 };
 
 function fmt(v) {

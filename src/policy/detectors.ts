@@ -7,6 +7,7 @@
 
 import { regexHazard } from './regex-safety.js';
 import { SECRET_DETECTORS } from './secret-detectors.js';
+import { findInjection } from './injection/detector.js';
 import { VALIDATED_DETECTORS } from './validated-detectors.js';
 
 export interface TextMatcher {
@@ -67,27 +68,16 @@ function firstIndex(regexes: readonly RegExp[], text: string): number {
   return -1;
 }
 
-// A negated instruction ("never reveal your system prompt", "do not ignore the rules above") is what a
-// system prompt says to defend itself, not an injection: the lookbehinds keep such prompts, now scanned as
-// `context`, from escalating every call.
-const NOT = String.raw`(?<!\b(?:not|never|don't|dont|cannot|can't|won't|must\s+not|should\s+not)\s+)`;
-
-const INJECTION = [
-  new RegExp(NOT + String.raw`\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|every)\s+)?(?:(?:of\s+)?(?:the|your|my|these|those)\s+)?(?:previous|prior|above|earlier|preceding|former|original|system)\s+(?:instructions?|prompts?|directions?|rules|guidelines|messages?|commands?|context)\b`, 'i'),
-  new RegExp(NOT + String.raw`\bdisregard\s+(?:(?:all|everything)\s+)?(?:(?:of\s+)?the\s+)?(?:above|previous|prior|preceding)\b`, 'i'),
-  new RegExp(NOT + String.raw`\b(?:reveal|show|print|display|output|repeat|leak|expose|tell)\s+(?:me\s+)?(?:(?:your|the)\s+)?(?:(?:full|entire|original|initial|hidden|secret|exact)\s+)?(?:system\s+(?:prompt|message|instructions?)|hidden\s+(?:prompt|instructions?)|initial\s+instructions?)\b`, 'i'),
-  /\byou\s+are\s+now\s+(?:in\s+)?(?:DAN|developer\s+mode|jailbroken|unrestricted|an?\s+unfiltered)\b/i,
-  /\b(?:enable|enter|activate)\s+(?:DAN|developer|jailbreak|god)\s+mode\b/i,
-  /\bdo\s+anything\s+now\b/i,
-  /\bnew\s+system\s+prompt\s*:/i,
-  /<\|im_start\|>\s*system/i,
-];
+// Prompt injection is a layered detector of its own (src/policy/injection, docs/injection-detection.md):
+// normalisation, decoding of encoded payloads, rule families in nine languages and a small statistical
+// model. Its label names the detector, never the matched text.
+const INJECTION: TextMatcher = { label: 'prompt-injection phrasing', find: findInjection };
 
 export const DETECTORS: ReadonlyMap<string, TextMatcher> = new Map<string, TextMatcher>([
   // Secrets (src/policy/secret-detectors.ts) and personal data (src/policy/validated-detectors.ts) validate
   // what their patterns find, so structure alone never fires.
   ...SECRET_DETECTORS,
-  ['prompt_injection', matcher('prompt-injection phrasing', INJECTION)],
+  ['prompt_injection', INJECTION],
   ...VALIDATED_DETECTORS,
 ]);
 
