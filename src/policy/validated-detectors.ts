@@ -42,6 +42,20 @@ export function validated(
       }
       return -1;
     },
+    // The ranges `mask` redacts: every candidate that validates, under the same bound as find().
+    findAll(text, limit) {
+      const out: Array<[number, number]> = [];
+      if (hint !== undefined && !hint(text)) return out;
+      let n = 0;
+      for (const m of text.matchAll(re)) {
+        if (valid(m, text)) {
+          out.push([m.index, m.index + m[0].length]);
+          if (out.length >= limit) break;
+        }
+        if (++n >= maxCandidates) break;
+      }
+      return out;
+    },
   };
 }
 
@@ -61,6 +75,7 @@ export function memo(m: TextMatcher): TextMatcher {
       lastText = text;
       return lastResult;
     },
+    ...(m.findAll === undefined ? {} : { findAll: m.findAll.bind(m) }),
   };
 }
 
@@ -403,6 +418,16 @@ export function firstOf(label: string, matchers: readonly TextMatcher[]): TextMa
       }
       return best;
     },
+    // Ranges only when every member can give them; otherwise the whole value is masked (rule-scan.ts).
+    ...(matchers.every((mt) => mt.findAll !== undefined)
+      ? {
+          findAll(text: string, limit: number): Array<[number, number]> {
+            const out: Array<[number, number]> = [];
+            for (const mt of matchers) for (const r of mt.findAll!(text, limit - out.length)) if (out.length < limit) out.push(r);
+            return out;
+          },
+        }
+      : {}),
   };
 }
 

@@ -111,11 +111,11 @@ t.test('path targets into the output, params and metadata', async (t) => {
     '  - {id: amount-arg, targets: "params:amount", regex: "^amount: [5-9]\\\\d{2}$", effect: escalate}',
     '  - {id: md-tier, targets: "metadata:customer.tier", contains: gold, effect: flag}',
   ].join('\n'));
-  const out = { answer: { items: [{ email: 'a@example.com' }], contact: 'b@example.com' }, note: 'no refund', text: 'refund' };
+  const out = { answer: { items: [{ email: 'a@acme-mail.com' }], contact: 'b@acme-mail.com' }, note: 'no refund', text: 'refund' };
   const r = run(set, validate(out, { metadata: { customer: { tier: 'gold' }, other: 'gold' } }));
   t.same(codes(r).sort(), ['item-email', 'md-tier', 'note-only']);
   t.equal(r.validation.failures.find((f) => f.code === 'item-email')!.path, 'output.answer.items[0].email');
-  const outside = run(set, validate({ answer: { contact: 'b@example.com' }, text: 'refund' }, { metadata: { other: 'gold' } }));
+  const outside = run(set, validate({ answer: { contact: 'b@acme-mail.com' }, text: 'refund' }, { metadata: { other: 'gold' } }));
   t.same(codes(outside), [], 'the same texts outside the paths do not fire');
   t.same(codes(run(set, preCheck('issue_refund', { amount: 700 }))), ['amount-arg']);
   t.same(codes(run(set, preCheck('issue_refund', { amount: 70, note: 'amount: 700' }))), [], 'another argument does not count');
@@ -156,7 +156,7 @@ t.test('fact targets and facts: action, tools, model, provider, route, upstream,
 });
 
 t.test('detector groups: pii kinds, secrets, injection; the hit names its detector', async (t) => {
-  t.same(groupDetectors({ pii: ['api_key', 'email'] }), ['aws_access_key', 'sk_api_key', 'github_token', 'provider_token', 'email']);
+  t.same(groupDetectors({ pii: ['api_key', 'email'] }), ['aws_access_key', 'sk_api_key', 'github_token', 'provider_token', 'secret_assignment', 'email']);
   t.same(groupDetectors({ secrets: true }), SECRET_DETECTORS);
   for (const names of Object.values(PII_KINDS)) for (const n of names) t.ok(DETECTORS.has(n), `${n} exists`);
   for (const n of SECRET_DETECTORS) t.ok(DETECTORS.has(n), `${n} exists`);
@@ -196,10 +196,10 @@ t.test('mask collects the matched text, every match, and the whole value where n
     '  - {id: pii-phone, targets: output, pii: [phone], effect: mask}',
     '  - {id: m-when, when: {path: metadata.customer_id, exists: true}, effect: mask}',
   ].join('\n'));
-  const r = run(set, validate({ answer: 'mail a@example.com or b@example.org', c: { d: 'c@example.net' }, tel: 'call me at +44 20 7946 0958' }, { input: 'I am z@example.com', metadata: { customer_id: 'CUST-99812' } }));
+  const r = run(set, validate({ answer: 'mail a@acme-mail.com or b@northwind.org', c: { d: 'c@contoso.net' }, tel: 'call me at +44 20 7946 0958' }, { input: 'I am z@acme-mail.com', metadata: { customer_id: 'CUST-99812' } }));
   t.equal(r.validation.policy_score, 100, 'mask costs nothing by default');
   const texts = (r.masks ?? []).map((m) => `${m.rule}:${m.text}`).sort();
-  t.same(texts, ['m-when:CUST-99812', 'pii-email:a@example.com', 'pii-email:b@example.org', 'pii-email:c@example.net', 'pii-email:z@example.com', 'pii-phone:call me at +44 20 7946 0958']);
+  t.same(texts, ['m-when:CUST-99812', 'pii-email:a@acme-mail.com', 'pii-email:b@northwind.org', 'pii-email:c@contoso.net', 'pii-email:z@acme-mail.com', 'pii-phone:call me at +44 20 7946 0958']);
   t.equal(r.masks!.some((m) => m.text.includes('mail a@')), false, 'a regex detector masks its match, not the whole value');
   t.same(Object.keys(r).includes('masks') && JSON.stringify(r.validation).includes('example'), false, 'no matched text in the validation');
   t.equal(run(set, validate(OK)).masks, undefined);
@@ -212,7 +212,7 @@ t.test('gov policy test cases reach the new effects, targets and the tool calls 
   ].join('\n'));
   const cases: PolicyCase[] = [
     { name: 'a refund of 2500 was made', phase: 'validate', agent_id: 'bot', metadata: {}, input: '', tool_results: [], context: [], params: {}, tools_called: [{ name: 'issue_refund', args: { amount: 2500 } }], manifest: { tools: [{ name: 'issue_refund' }] } as never, output_text: 'Refunded.', expect: { outcome: 'request_evidence', rules: ['big-refund-made'] } },
-    { name: 'an address is masked, nothing else changes', phase: 'validate', agent_id: 'bot', metadata: {}, input: '', tool_results: [], context: [], params: {}, tools_called: [], output_text: 'Thanks for reaching out at a@example.com', expect: { rules: ['mask-mail'] } },
+    { name: 'an address is masked, nothing else changes', phase: 'validate', agent_id: 'bot', metadata: {}, input: '', tool_results: [], context: [], params: {}, tools_called: [], output_text: 'Thanks for reaching out at a@acme-mail.com', expect: { rules: ['mask-mail'] } },
   ];
   const report = runCases(cases.map((c) => ({ file: 'inline', case: c })), { policies: set, golden: emptyGoldenSet(), config: SCORING_CONFIG });
   t.same(report.results.map((r) => r.problems), [[], []]);
