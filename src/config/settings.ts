@@ -45,7 +45,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_AUDIT_MAX_TEXT_CHARS', modes: ['embedded', 'gateway', 'sidecar'], default: '65536', help: 'longest string a row stores whole; a longer one is stored as its first this-many characters plus its length and SHA-256 (the decision still reads all of it)' },
   { name: 'GOV_AUDIT_ENCRYPTION_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: '32-byte key (64 hex chars or base64): payloads stored AES-256-GCM encrypted' },
   { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'policies', help: 'directory of YAML policy packs' },
-  { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
+  { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },

@@ -10,7 +10,7 @@ import { openLmdbStorage } from '../ledger/lmdb.js';
 import { openMemoryStorage } from '../ledger/memory.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import type { Storage } from '../ledger/port.js';
-import { loadGoldenFile } from '../policy/golden.js';
+import { loadGoldenRules } from '../policy/golden.js';
 import { loadPolicyDir } from '../policy/loader.js';
 import { loadManifestDir } from '../policy/manifest-files.js';
 import { Governor, type RuleSet } from '../runtime/governor.js';
@@ -80,7 +80,7 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
 async function loadRules(settings: Settings): Promise<RuleSet> {
   return {
     policies: await loadPolicyDir(settings.policyDir),
-    golden: await loadGoldenFile(join(settings.manifestDir, 'golden.yaml')),
+    golden: await loadGoldenRules(settings.manifestDir),
     config: SCORING_CONFIG,
   };
 }
