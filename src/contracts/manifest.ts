@@ -26,6 +26,12 @@ export const Manifest = z.strictObject({
   tools: z.array(ToolDeclaration).max(1000),
   /** 0-100; business impact of this agent's actions (feeds the risk engine). */
   business_impact: z.number().min(0).max(100).optional(),
+  /**
+   * A JSON Schema (draft 2020-12, or draft-07 when its `$schema` names it) the agent's output must meet;
+   * the schema check enforces it. Compiled when the manifest is loaded or registered: an invalid schema is
+   * refused then (422 with the validator's message), never discovered while scoring.
+   */
+  output_schema: z.record(z.string(), z.unknown()).optional(),
 });
 export type Manifest = z.infer<typeof Manifest>;
 

@@ -36,6 +36,8 @@ export interface ScoringConfig {
     readonly too_deep_penalty: number;
     readonly sources_not_array_penalty: number;
     readonly empty_param_key_penalty: number;
+    /** An output that violates its manifest's output_schema (once, however many violations). */
+    readonly output_schema_penalty: number;
   };
   readonly tool_trust: {
     readonly undeclared_penalty: number;
@@ -103,7 +105,7 @@ export interface ScoringConfig {
 }
 
 export const SCORING_CONFIG: ScoringConfig = deepFreeze({
-  version: '2026.11.2',
+  version: '2026.11.3',
   weights: {
     schema: 0.15,
     tool_trust: 0.15,
@@ -127,6 +129,8 @@ export const SCORING_CONFIG: ScoringConfig = deepFreeze({
     too_deep_penalty: 40,
     sources_not_array_penalty: 15,
     empty_param_key_penalty: 10,
+    // Above 100 - retry_below_schema: a violated contract alone makes the decision `retry`.
+    output_schema_penalty: 50,
   },
   tool_trust: {
     undeclared_penalty: 100,

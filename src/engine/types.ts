@@ -3,6 +3,7 @@ import type { Manifest } from '../contracts/manifest.js';
 import type { ScoringConfig } from './scoring-config.js';
 import type { PolicySet } from '../policy/policy-set.js';
 import type { GoldenSet } from '../policy/golden.js';
+import type { OutputSchemaValidator } from '../policy/output-schema.js';
 
 export type EnginePhase = 'validate' | 'pre_check' | 'post_check';
 
@@ -49,6 +50,8 @@ export interface KillSwitchView {
 /** The world the engine may see, passed in as plain data: no I/O, no clock, no randomness inside. */
 export interface EngineContext {
   manifest: Manifest | null;
+  /** The manifest's output_schema compiled into a pure function (policy/output-schema.ts); absent: none. */
+  outputSchema?: OutputSchemaValidator | null;
   policies: PolicySet;
   golden: GoldenSet;
   config: ScoringConfig;

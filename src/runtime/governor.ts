@@ -248,6 +248,7 @@ export class Governor {
     const reliability = this.d.useHistoricalReliability ? reliabilityFromStats(this.d.ledger.agentStats(input.agent_id)) : null;
     return evaluate(input, {
       manifest: this.d.manifests.get(input.agent_id),
+      outputSchema: this.d.manifests.outputSchema(input.agent_id),
       policies: rules.policies,
       golden: rules.golden,
       config: rules.config,

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { AgentParams, Manifest, ManifestResponse, ReliabilityResponse } from '../../contracts/manifest.js';
 import { reliabilityFromStats } from '../../engine/reliability.js';
+import { OutputSchemaError } from '../../policy/output-schema.js';
 import { AppError } from '../app-error.js';
 import type { AppDeps } from '../app.js';
 
@@ -9,7 +10,12 @@ export const agentRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app)
     config: { capability: 'agents.write' },
     schema: { tags: ['agents'], summary: 'Register the tools an agent may call', params: AgentParams, body: Manifest, response: { 200: ManifestResponse } },
   }, async (req) => {
-    await deps.manifests.put(req.params.agent_id, req.body, deps.clock());
+    try {
+      await deps.manifests.put(req.params.agent_id, req.body, deps.clock());
+    } catch (e) {
+      if (e instanceof OutputSchemaError) throw new AppError('validation_failed', e.message);
+      throw e;
+    }
     return deps.manifests.describe(req.params.agent_id)!;
   });
 
