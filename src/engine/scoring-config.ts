@@ -66,6 +66,8 @@ export interface ScoringConfig {
   readonly adversarial: {
     /** The policy score is capped at this value when the adversarial gate fails. */
     readonly policy_cap: number;
+    /** Points off safety_score when the remote classifier flags the call (or fails in closed mode). */
+    readonly remote_classifier_amount: number;
   };
   readonly risk: {
     readonly weights: {
@@ -150,7 +152,7 @@ export const SCORING_CONFIG: ScoringConfig = deepFreeze({
     },
   },
   evidence: { ignore_integers_below: 10, no_claims: 100 },
-  adversarial: { policy_cap: 40 },
+  adversarial: { policy_cap: 40, remote_classifier_amount: 70 },
   risk: {
     weights: { action_severity: 0.3, business_impact: 0.2, confidence_gap: 0.3, policy_sensitivity: 0.2 },
     default_tool_severity: 30,

@@ -16,6 +16,7 @@ import { loadManifestDir } from '../policy/manifest-files.js';
 import { Governor, type RuleSet } from '../runtime/governor.js';
 import { KillSwitch } from '../runtime/kill-switch.js';
 import { ManifestRegistry } from '../runtime/manifest-registry.js';
+import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classifier.js';
 import { MemorySlidingWindowLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { GovMetrics } from '../telemetry/metrics.js';
@@ -115,6 +116,8 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
   const killSwitch = new KillSwitch(storage.kv, settings.envKillSwitch);
   const manifests = new ManifestRegistry(storage.kv, manifestFiles);
   const reviewQueue = new ReviewQueue(storage.kv);
+  // GOV_DETECTOR_URL unset: no client exists and no decision awaits anything (zero cost).
+  const classifier = settings.detector === null ? null : new RemoteClassifier(settings.detector);
   const governor = new Governor({
     ledger: storage.ledger,
     killSwitch,
@@ -126,6 +129,8 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     backpressureWaitMs: settings.ledgerBackpressureWaitMs,
     maxStoredTextChars: settings.auditMaxTextChars,
     clock,
+    classifier,
+    onClassifierFailure: classifierFailureLog((fields, msg) => logger.warn(fields, msg)),
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
   });
@@ -168,6 +173,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
       // Stop taking requests and let in-flight ones finish (their rows commit), then close the ledger.
       await app.close();
       await storage.close();
+      await classifier?.close();
     },
   };
 }
