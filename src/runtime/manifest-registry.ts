@@ -1,6 +1,6 @@
 import type { Manifest } from '../contracts/manifest.js';
 import type { KvStore } from '../ledger/port.js';
-import { compileOutputSchema, type OutputSchemaValidator } from '../policy/output-schema.js';
+import { compileOutputSchema, OutputSchemaError, type OutputSchemaValidator } from '../policy/output-schema.js';
 
 const NS = 'manifests';
 
@@ -41,7 +41,15 @@ export class ManifestRegistry {
   ) {
     for (const f of fromFiles) this.byAgent.set(f.agent_id, { manifest: f.manifest, updated_at: null, source: 'file', outputSchema: f.outputSchema ?? compiled(f.manifest) });
     // A stored schema compiled when it was registered; it compiles again under the same rules.
-    for (const [agent, stored] of kv.entries<Stored>(NS)) this.byAgent.set(agent, { ...stored, source: 'api', outputSchema: compiled(stored.manifest) });
+    for (const [agent, stored] of kv.entries<Stored>(NS)) {
+      let outputSchema: OutputSchemaValidator | null;
+      try {
+        outputSchema = compiled(stored.manifest);
+      } catch (e) {
+        throw new OutputSchemaError(`registered manifest of agent ${agent}: ${(e as Error).message}`);
+      }
+      this.byAgent.set(agent, { ...stored, source: 'api', outputSchema });
+    }
   }
 
   get(agentId: string): Manifest | null {
