@@ -75,6 +75,7 @@ export default async function run() {
   const contract = measure(req, withContract);
   const round = (x) => Math.round(x * 10_000) / 10_000;
   return {
+    'engine without output contract p50 ms': round(percentile(plain, 50)),
     'engine without output contract p99 ms': round(percentile(plain, 99)),
     'engine with output_schema + golden assertions p50 ms': round(percentile(contract, 50)),
     'engine with output_schema + golden assertions p99 ms': round(percentile(contract, 99)),
