@@ -66,6 +66,9 @@ t.test('GET /v1/agents: manifests and ledger agents merged, with last activity, 
     t.equal(res.body.error.code, 'validation_failed');
   }
   t.equal((await gw.request('GET', '/v1/agents', { token: null })).status, 401, 'authenticated like every route');
+  const spec = (await gw.request('GET', '/openapi.json')).body;
+  t.ok(spec.paths['/v1/agents']?.get, 'documented in the OpenAPI spec');
+  t.ok(spec.paths['/v1/agents'].get.parameters.some((p: { name: string }) => p.name === 'cursor'));
 
   t.test('after a restart the list is read back from the ledger and the manifest store', async (t) => {
     await gw.stop();

@@ -1,5 +1,8 @@
 // The optional remote classifier (GOV_DETECTOR_URL) against a local mock classifier this test starts:
 // the three wire shapes, a timeout, a 500, failure modes open and closed, validate, pre-check and post-check.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { startMockUpstream, type MockReply, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { preCheckExample, startGateway, workedExample, type TestGateway } from '../helpers/gateway.js';
@@ -153,6 +156,8 @@ t.test('without GOV_DETECTOR_URL there is no classifier and no call', async (t) 
 });
 
 t.test('bad settings are refused at start naming the setting', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-detector-settings-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   for (const [env, msg] of [
     [{ GOV_DETECTOR_URL: 'ftp://x' }, /GOV_DETECTOR_URL/],
     [{ GOV_DETECTOR_URL: 'http://x', GOV_DETECTOR_KIND: 'bert' }, /GOV_DETECTOR_KIND/],
@@ -160,6 +165,6 @@ t.test('bad settings are refused at start naming the setting', async (t) => {
     [{ GOV_DETECTOR_URL: 'http://x', GOV_DETECTOR_FAILURE_MODE: 'maybe' }, /GOV_DETECTOR_FAILURE_MODE/],
     [{ GOV_DETECTOR_URL: 'http://x', GOV_DETECTOR_TIMEOUT_MS: '0' }, /GOV_DETECTOR_TIMEOUT_MS/],
   ] as const) {
-    await t.rejects(startGateway({ env: { ...env } }), msg);
+    await t.rejects(startGateway({ dir, env: { ...env } }), msg);
   }
 });

@@ -30,23 +30,28 @@ function agentPage(deps: AppDeps, query: AgentListQuery): z.infer<typeof AgentLi
     last_activity: stats?.last_activity ?? null,
     executions: stats?.executions ?? 0,
   });
-  while (items.length <= query.limit) {
-    const fromReg = i < registered.length ? registered[i] : null;
-    const led = next.done ? null : next.value;
-    if (fromReg === null && led === null) break;
-    let out: AgentItem;
-    if (led === null || (fromReg !== null && fromReg.agent_id < led[0])) {
-      out = item(fromReg!.agent_id, null, fromReg);
-      i++;
-    } else if (fromReg !== null && fromReg.agent_id === led[0]) {
-      out = item(led[0], led[1], fromReg);
-      i++;
-      next = fromLedger.next();
-    } else {
-      out = item(led[0], led[1], null);
-      next = fromLedger.next();
+  try {
+    while (items.length <= query.limit) {
+      const fromReg = i < registered.length ? registered[i] : null;
+      const led = next.done ? null : next.value;
+      if (fromReg === null && led === null) break;
+      let out: AgentItem;
+      if (led === null || (fromReg !== null && fromReg.agent_id < led[0])) {
+        out = item(fromReg!.agent_id, null, fromReg);
+        i++;
+      } else if (fromReg !== null && fromReg.agent_id === led[0]) {
+        out = item(led[0], led[1], fromReg);
+        i++;
+        next = fromLedger.next();
+      } else {
+        out = item(led[0], led[1], null);
+        next = fromLedger.next();
+      }
+      if (matches === null || matches(out.agent_id)) items.push(out);
     }
-    if (matches === null || matches(out.agent_id)) items.push(out);
+  } finally {
+    // Closes the ledger's range read (an LMDB cursor and read transaction) that the page left unfinished.
+    fromLedger.return?.();
   }
   const more = items.length > query.limit;
   if (more) items.length = query.limit;
