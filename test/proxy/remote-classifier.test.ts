@@ -5,6 +5,9 @@ import OpenAI from 'openai';
 import { openAiCompletion, openAiStream, startMockUpstream, type MockUpstream, type SeenRequest } from '../helpers/mock-upstreams.js';
 import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { refusedWith } from '../helpers/sdk-errors.js';
+import { connectMcp } from '../helpers/mcp-client.js';
+import { startMcpTestServer } from '../helpers/mcp-server.js';
+import { MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/mcp/governance-error.js';
 
 const MARK = 'EVIL-MARKER';
 const ANSWER = 'Thanks for reaching out about order 1234. I am glad to help you with that question today.';
@@ -101,4 +104,20 @@ t.test('closed failure mode: a classifier returning 500 holds the call', async (
   t.equal((err as InstanceType<typeof OpenAI.APIError>).status, 403);
   t.match((err as Error).message, /remote-classifier-unavailable/);
   t.equal(upstream.requests.length, 0);
+});
+
+t.test('MCP: a tool result the classifier flags is withheld from the client (indirect injection)', async (t) => {
+  const mcp = await startMcpTestServer();
+  t.teardown(() => mcp.close());
+  // Flags only the MCP server's answer text, so the call itself clears its pre-check and runs.
+  classifier.reply = (r: SeenRequest) => ({ json: { score: String(r.body.text).includes('has shipped') ? 0.95 : 0.01 } });
+  const side = await startSidecar({ env: { GOV_UPSTREAM_MCP_ORDERS: mcp.url, GOV_AGENT_ID: AGENT, GOV_DETECTOR_URL: `${classifier.url}/v1/classify` } });
+  t.teardown(() => side.close());
+  await side.api('PUT', `/v1/agents/${AGENT}/manifest`, { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365, optional: true } } }] });
+  const c = await connectMcp(`${side.proxyUrl}/mcp/orders`, {});
+  t.teardown(() => c.client.close());
+  const err = await c.client.callTool({ name: 'lookup_order', arguments: { order_id: '1234' } }).then(() => null, (e: Error) => e);
+  t.match(err?.message, new RegExp(`"code":${MCP_GOVERNANCE_WITHHELD}.*remote-classifier`));
+  t.ok(mcp.executed.some((e) => e.tool === 'lookup_order'), 'the tool ran; its result was withheld after');
+  t.ok(classifier.requests.some((r) => String(r.body.text).includes('has shipped')), 'the result was sent to the classifier');
 });
