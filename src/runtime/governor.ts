@@ -53,6 +53,8 @@ export interface GovernorDeps {
   classifier?: RemoteClassifierPort | null;
   /** A classifier call that timed out or failed (the status and reason only, never the text). */
   onClassifierFailure?: (verdict: ExternalDetectorVerdict) => void;
+  /** Every verdict the classifier gave (not the ones reused from a call's cache). */
+  onClassified?: (verdict: ExternalDetectorVerdict) => void;
   onDecision?: (agentId: string, outcome: Outcome, latencyMs: number) => void;
   onBackgroundError?: (e: unknown) => void;
 }
@@ -173,6 +175,7 @@ export class Governor {
       cache.text = text;
       cache.verdict = verdict;
     }
+    this.d.onClassified?.(verdict);
     if (verdict.status === 'timeout' || verdict.status === 'error') this.d.onClassifierFailure?.(verdict);
     return verdict;
   }

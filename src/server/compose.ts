@@ -131,6 +131,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     clock,
     classifier,
     onClassifierFailure: classifierFailureLog((fields, msg) => logger.warn(fields, msg)),
+    onClassified: (v) => metrics.classifierCalls.inc({ result: v.status === 'ok' && v.score !== null && v.score >= v.threshold ? 'flagged' : v.status }),
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
   });

@@ -64,6 +64,9 @@ t.test('prompt-guard: {text} in, {label, score} out; a score at or above the thr
     t.equal(bad.body.risk.tier, 'high');
   }
   t.notOk(gw.logs.join('\n').includes(TOKEN), 'the token is never logged');
+  const metrics = (await gw.request('GET', '/metrics')).text;
+  t.match(metrics, /gov_remote_classifier_calls_total\{result="ok"\} 1\b/);
+  t.match(metrics, /gov_remote_classifier_calls_total\{result="flagged"\} 2\b/);
 });
 
 t.test('prompt-guard also takes a bare {score} and a Hugging Face list', async (t) => {
@@ -119,6 +122,7 @@ for (const [what, reply, reason, status] of failures) {
     t.match(await storedVerdict(open, r.body.envelope_id), { status, score: null, failure_mode: 'open' }, 'the row records the status');
     t.ok(open.logs.some((l) => l.includes('remote classifier unavailable') && l.includes(status)), 'a warning is logged');
     t.notOk(open.logs.join('\n').includes(TOKEN));
+    t.match((await open.request('GET', '/metrics')).text, new RegExp(`gov_remote_classifier_calls_total\\{result="${status}"\\} 1\\b`));
 
     const closed = await gateway(t, { GOV_DETECTOR_TIMEOUT_MS: '100', GOV_DETECTOR_FAILURE_MODE: 'closed' });
     const c = await closed.request('POST', '/v1/runtime/validate', { body: workedExample() });
