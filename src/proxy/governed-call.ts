@@ -244,11 +244,12 @@ function preCheck(core: ProxyCore, call: ProxyCall): PreChecked | Promise<PreChe
   const request = preCheckRequest(call);
   if (!core.governor.classifies) return preChecked(core, request, null, undefined);
   const cache = {};
-  return core.governor.classify(fromPreCheck(request), cache).then((v) => preChecked(core, request, v, cache));
+  const started = performance.now();
+  return core.governor.classify(fromPreCheck(request), cache).then((v) => preChecked(core, request, v, cache, started));
 }
 
-function preChecked(core: ProxyCore, request: PreCheckRequest, external: ExternalDetectorVerdict | null, classifier: ClassifierCache | undefined): PreChecked {
-  const d = core.governor.preCheckDecided(request, external);
+function preChecked(core: ProxyCore, request: PreCheckRequest, external: ExternalDetectorVerdict | null, classifier: ClassifierCache | undefined, started?: number): PreChecked {
+  const d = core.governor.preCheckDecided(request, external, started);
   let durable: Promise<boolean> | null = null;
   const record = (urgent = false) =>
     (durable ??= d.record({ urgent }).then(
@@ -269,9 +270,10 @@ function preChecked(core: ProxyCore, request: PreCheckRequest, external: Externa
  * what the pre-check already sent).
  */
 async function recordBoth(core: ProxyCore, pre: PreChecked, req: PostCheckRequest): Promise<{ response: PostCheckResponse; durable: Promise<boolean> }> {
+  const started = performance.now();
   const external = core.governor.classifies ? await core.governor.classifyPost(pre.held, req) : null;
   const first = pre.durable();
-  const post = core.governor.postCheckDeferred(pre.held, req, external);
+  const post = core.governor.postCheckDeferred(pre.held, req, external, started);
   const second = post.committed.then(
     () => true,
     (e: unknown) => {

@@ -194,8 +194,9 @@ export class Governor {
   async preCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
     const wait = this.admission();
     if (wait !== null) await wait;
+    const started = performance.now();
     const external = this.d.classifier ? await this.classify(fromPreCheck(req)) : null;
-    const decided = this.preCheckDecided(req, external);
+    const decided = this.preCheckDecided(req, external, started);
     await decided.record();
     return decided.response;
   }
@@ -223,8 +224,9 @@ export class Governor {
     const prePayload = pre.payload as StoredPayload | null;
     if (prePayload === null) throw new AppError('conflict', `the payload of pre-check ${preId} has been erased`);
     const held: HeldPreCheck = { request: prePayload.request as PreCheckRequest, envelopeId: preId, outcome: pre.decision };
+    const started = performance.now();
     const external = this.d.classifier ? await this.classifyPost(held, req) : null;
-    const deferred = this.postCheckDeferred(held, req, external);
+    const deferred = this.postCheckDeferred(held, req, external, started);
     await deferred.committed;
     return deferred.response;
   }
@@ -236,8 +238,7 @@ export class Governor {
    * both rows share one ledger commit; it records at once when it refuses or when the call has side
    * effects. Whoever answers a client must await the row first.
    */
-  preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null): Decided<PreCheckResponse> {
-    const started = performance.now();
+  preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now()): Decided<PreCheckResponse> {
     const input = fromPreCheck(req);
     const { result, envelopeId, timestamp } = this.decide(input, external);
     const { trust_chain: _t, confidence_rationale: _c, ...response }: ValidateResponse = scoredResponse(result, envelopeId);
@@ -253,8 +254,7 @@ export class Governor {
    * read back (it may still be committing: the ledger appends in call order, so this row lands after it).
    * Exactly one post-check per pre-check is the caller's duty; the sidecar makes one per proxied call.
    */
-  postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest, external: ExternalDetectorVerdict | null = null): Deferred<PostCheckResponse> {
-    const started = performance.now();
+  postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now()): Deferred<PostCheckResponse> {
     const input = fromPostCheck(pre.request, req, pre.envelopeId);
     let { result, envelopeId, timestamp } = this.decide(input, external);
     if (pre.outcome === 'block' && result.decision.outcome !== 'block') {
