@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { evaluate } from '../dist/engine/pipeline.js';
 import { fromValidate } from '../dist/engine/normalize.js';
 import { SCORING_CONFIG } from '../dist/engine/scoring-config.js';
-import { loadGoldenFile } from '../dist/policy/golden.js';
+import { loadGoldenRules } from '../dist/policy/golden.js';
 import { loadPolicyDir } from '../dist/policy/loader.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
 import { paddedWorkedExample } from './worked-example.js';
@@ -21,7 +21,7 @@ function percentile(sorted, p) {
 export default async function run() {
   const [policies, golden, manifests] = await Promise.all([
     loadPolicyDir(root('policies')),
-    loadGoldenFile(root('manifests/golden.yaml')),
+    loadGoldenRules(root('manifests')),
     loadManifestDir(root('manifests/agents')),
   ]);
   const manifest = manifests.find((m) => m.agent_id === 'support-bot')?.manifest ?? null;

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SCORING_CONFIG } from '../dist/engine/scoring-config.js';
 import { openLmdbStorage } from '../dist/ledger/lmdb.js';
-import { loadGoldenFile } from '../dist/policy/golden.js';
+import { loadGoldenRules } from '../dist/policy/golden.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
 import { activePolicySet, resolveCandidate } from '../dist/policy/replay-candidate.js';
 import { runReplay } from '../dist/policy/replay-run.js';
@@ -110,7 +110,7 @@ export default async function run() {
     const candidateFile = join(dir, 'default-next.yaml');
     writeFileSync(candidateFile, readFileSync(root('policies/default.yaml'), 'utf8').replace(/^version: .*$/m, 'version: 9.9.9') + EXTRA_RULE);
 
-    const golden = await loadGoldenFile(root('manifests/golden.yaml'));
+    const golden = await loadGoldenRules(root('manifests'));
     const active = { policies: (await activePolicySet(policyDir)).set, golden, config: SCORING_CONFIG };
     const t0 = performance.now();
     await writeLedger(dir, active);
@@ -121,7 +121,7 @@ export default async function run() {
       dbPath: join(dir, 'ledger'),
       candidate,
       baseline: (await activePolicySet(policyDir)).sources,
-      goldenFile: root('manifests/golden.yaml'),
+      manifestDir: root('manifests'),
       manifests: await agentManifests(),
       since: null,
       agent: null,

@@ -11,7 +11,7 @@ import { SCORING_CONFIG } from '../dist/engine/scoring-config.js';
 import { buildView } from '../dist/engine/view.js';
 import { policyCheck } from '../dist/engine/checks/policy.js';
 import { adversarialCheck } from '../dist/engine/checks/adversarial.js';
-import { loadGoldenFile } from '../dist/policy/golden.js';
+import { loadGoldenRules } from '../dist/policy/golden.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
 import { compilePolicySet } from '../dist/policy/pack.js';
 import { paddedWorkedExample } from './worked-example.js';
@@ -54,7 +54,7 @@ export default async function run() {
   const policies = compilePolicySet([source('bench-50.yaml', 'bench/fixtures/policy-50-rules.yaml'), source('default.yaml', 'policies/default.yaml')]);
   const pack = policies.packs.find((p) => p.name === 'bench-50');
   if (pack?.rules !== 50) throw new Error(`the bench pack has ${pack?.rules} rules, not 50`);
-  const [golden, manifests] = await Promise.all([loadGoldenFile(root('manifests/golden.yaml')), loadManifestDir(root('manifests/agents'))]);
+  const [golden, manifests] = await Promise.all([loadGoldenRules(root('manifests')), loadManifestDir(root('manifests/agents'))]);
   const ctx = {
     manifest: manifests.find((m) => m.agent_id === 'support-bot')?.manifest ?? null,
     policies,

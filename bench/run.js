@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const MODULES = ['engine.js', 'policy-rules.js', 'detector-quality.js', 'ledger.js', 'http.js', 'proxy.js', 'proxy-memory.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
+const MODULES = ['engine.js', 'policy-rules.js', 'output-contract.js', 'detector-quality.js', 'ledger.js', 'http.js', 'proxy.js', 'proxy-memory.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
 const here = (name) => fileURLToPath(new URL(name, import.meta.url));
 
 /** The goals for this 2-core machine, shown beside the figures they apply to. */

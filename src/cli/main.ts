@@ -2,7 +2,7 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SCORING_CONFIG } from '../engine/scoring-config.js';
-import { loadGoldenFile } from '../policy/golden.js';
+import { loadGoldenRules } from '../policy/golden.js';
 import { loadPolicyDir } from '../policy/loader.js';
 import { formatReport, readCaseDir, runCases } from '../policy/policy-test.js';
 import { policyReplayCommand } from './policy-replay.js';
@@ -104,7 +104,7 @@ async function policyCommand(argv: string[]): Promise<number> {
   const manifestDir = values.manifests ?? process.env.GOV_MANIFEST_DIR ?? 'manifests';
   try {
     const cases = await readCaseDir(positionals[1]);
-    const report = runCases(cases, { policies: await loadPolicyDir(policyDir), golden: await loadGoldenFile(join(manifestDir, 'golden.yaml')), config: SCORING_CONFIG });
+    const report = runCases(cases, { policies: await loadPolicyDir(policyDir), golden: await loadGoldenRules(manifestDir), config: SCORING_CONFIG });
     process.stdout.write(formatReport(report, values.verbose === true));
     return report.failed === 0 ? 0 : 1;
   } catch (e) {

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
-import { loadGoldenFile } from '../policy/golden.js';
+import { loadGoldenRules } from '../policy/golden.js';
 import { loadManifestDir } from '../policy/manifest-files.js';
 import { SKIP_REASONS, type ReplayReport, type Transition } from '../policy/replay.js';
 import { activePolicySet, CandidateError, resolveCandidate, type CandidateDeps, type ResolvedCandidate } from '../policy/replay-candidate.js';
@@ -164,14 +164,13 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
       await reader?.close();
     }
 
-    const goldenFile = join(manifestDir, 'golden.yaml');
-    await loadGoldenFile(goldenFile); // refused here, with its file and reason, rather than in a worker
+    await loadGoldenRules(manifestDir); // refused here, with its file and reason, rather than in a worker
     const report = await runReplay({
       dbPath,
       encryptionKey: key ?? null,
       candidate: candidate.sources,
       baseline: baseline?.sources ?? null,
-      goldenFile,
+      manifestDir,
       manifests: await loadManifestDir(join(manifestDir, 'agents')),
       since: since?.toISOString() ?? null,
       agent,

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { AGENT_ID, parseAgentList } from './agent-identity.js';
+import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
 
 export type Mode = 'embedded' | 'gateway' | 'sidecar';
@@ -47,8 +48,9 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_POLICY_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'policies', help: 'directory of YAML policy packs' },
   { name: 'GOV_POLICY_WATCH', modes: ['embedded', 'gateway', 'sidecar'], default: 'true', help: 'hot reload: watch GOV_POLICY_DIR and publish/activate changed packs; a bad file keeps the last good version (docs/policies.md)' },
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
-  { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden.yaml)' },
+  { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
+  ...DETECTOR_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },
   { name: 'GOV_PROXY_HOST', modes: ['sidecar'], default: '127.0.0.1', help: 'address the proxy binds (the agent shares the pod, so loopback is enough)' },
@@ -132,6 +134,8 @@ export interface Settings {
   manifestDir: string;
   reviewSlaMinutes: number;
   logLevel: string;
+  /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
+  detector: DetectorSettings | null;
   /** Sidecar only; null in the other modes. */
   proxy: ProxySettings | null;
 }
@@ -210,6 +214,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     logLevel,
+    detector: loadDetectorSettings(get, parse),
     proxy: mode === 'sidecar' ? loadProxySettings(env, get, parse) : null,
   };
 

@@ -36,6 +36,8 @@ export interface ScoringConfig {
     readonly too_deep_penalty: number;
     readonly sources_not_array_penalty: number;
     readonly empty_param_key_penalty: number;
+    /** An output that violates its manifest's output_schema (once, however many violations). */
+    readonly output_schema_penalty: number;
   };
   readonly tool_trust: {
     readonly undeclared_penalty: number;
@@ -64,6 +66,8 @@ export interface ScoringConfig {
   readonly adversarial: {
     /** The policy score is capped at this value when the adversarial gate fails. */
     readonly policy_cap: number;
+    /** Points off safety_score when the remote classifier flags the call (or fails in closed mode). */
+    readonly remote_classifier_amount: number;
   };
   readonly risk: {
     readonly weights: {
@@ -103,7 +107,7 @@ export interface ScoringConfig {
 }
 
 export const SCORING_CONFIG: ScoringConfig = deepFreeze({
-  version: '2026.11.2',
+  version: '2026.11.3',
   weights: {
     schema: 0.15,
     tool_trust: 0.15,
@@ -127,6 +131,8 @@ export const SCORING_CONFIG: ScoringConfig = deepFreeze({
     too_deep_penalty: 40,
     sources_not_array_penalty: 15,
     empty_param_key_penalty: 10,
+    // Above 100 - retry_below_schema: a violated contract alone makes the decision `retry`.
+    output_schema_penalty: 50,
   },
   tool_trust: {
     undeclared_penalty: 100,
@@ -146,7 +152,7 @@ export const SCORING_CONFIG: ScoringConfig = deepFreeze({
     },
   },
   evidence: { ignore_integers_below: 10, no_claims: 100 },
-  adversarial: { policy_cap: 40 },
+  adversarial: { policy_cap: 40, remote_classifier_amount: 70 },
   risk: {
     weights: { action_severity: 0.3, business_impact: 0.2, confidence_gap: 0.3, policy_sensitivity: 0.2 },
     default_tool_severity: 30,

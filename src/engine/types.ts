@@ -3,6 +3,7 @@ import type { Manifest } from '../contracts/manifest.js';
 import type { ScoringConfig } from './scoring-config.js';
 import type { PolicySet } from '../policy/policy-set.js';
 import type { GoldenSet } from '../policy/golden.js';
+import type { OutputSchemaValidator } from '../policy/output-schema.js';
 
 export type EnginePhase = 'validate' | 'pre_check' | 'post_check';
 
@@ -46,9 +47,26 @@ export interface KillSwitchView {
   reason: string;
 }
 
+/**
+ * What the optional remote classifier (GOV_DETECTOR_URL) said about the call's text, fetched by the
+ * runtime before evaluate() so that the engine stays pure. `score` is 0-1 (higher: more likely an attack).
+ */
+export interface ExternalDetectorVerdict {
+  kind: string;
+  status: 'ok' | 'timeout' | 'error' | 'skipped';
+  score: number | null;
+  label: string | null;
+  /** Why a call failed (`HTTP 500`, `timed out after 200 ms`); never the text or the token. */
+  error?: string;
+  threshold: number;
+  failure_mode: 'open' | 'closed';
+}
+
 /** The world the engine may see, passed in as plain data: no I/O, no clock, no randomness inside. */
 export interface EngineContext {
   manifest: Manifest | null;
+  /** The manifest's output_schema compiled into a pure function (policy/output-schema.ts); absent: none. */
+  outputSchema?: OutputSchemaValidator | null;
   policies: PolicySet;
   golden: GoldenSet;
   config: ScoringConfig;
@@ -57,6 +75,8 @@ export interface EngineContext {
   killSwitch: KillSwitchView;
   /** Judge score when a judge has run; null otherwise (its weight is redistributed). */
   judgeScore: number | null;
+  /** The remote classifier's verdict; absent or null when none is configured. */
+  externalDetector?: ExternalDetectorVerdict | null;
 }
 
 export interface EngineResult {

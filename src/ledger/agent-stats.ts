@@ -7,8 +7,16 @@ export function countsAsExecution(phase: Phase): boolean {
   return phase === 'validate' || phase === 'post_check';
 }
 
+/**
+ * An agent's activity is any call it made: validate, pre_check and post_check rows. A decision re-run is an
+ * operator's act on an old row, not the agent's activity.
+ */
+export function countsAsActivity(phase: Phase): boolean {
+  return phase !== 'decision';
+}
+
 export function emptyStats(): AgentStats {
-  return { executions: 0, outcomes: {} };
+  return { executions: 0, outcomes: {}, last_activity: null };
 }
 
 export function addExecution(stats: AgentStats, outcome: Outcome, n = 1): void {
@@ -16,13 +24,21 @@ export function addExecution(stats: AgentStats, outcome: Outcome, n = 1): void {
   stats.outcomes[outcome] = (stats.outcomes[outcome] ?? 0) + n;
 }
 
+/** The later of the two: rows may carry clocks that step back, and the latest activity must not. */
+export function touch(stats: AgentStats, timestamp: string): void {
+  const current = stats.last_activity ?? null;
+  if (current === null || Date.parse(timestamp) > Date.parse(current)) stats.last_activity = timestamp;
+}
+
 export function mergeStats(into: AgentStats, delta: AgentStats): void {
   into.executions += delta.executions;
   for (const [k, v] of Object.entries(delta.outcomes) as Array<[Outcome, number]>) {
     into.outcomes[k] = (into.outcomes[k] ?? 0) + v;
   }
+  if (delta.last_activity) touch(into, delta.last_activity);
 }
 
+/** Stats written before last_activity existed read as null there. */
 export function copyStats(s: AgentStats): AgentStats {
-  return { executions: s.executions, outcomes: { ...s.outcomes } };
+  return { executions: s.executions, outcomes: { ...s.outcomes }, last_activity: s.last_activity ?? null };
 }

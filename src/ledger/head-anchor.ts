@@ -134,6 +134,10 @@ export class AnchoredLedger implements Ledger {
   agentStats(agentId: string) {
     return this.inner.agentStats(agentId);
   }
+
+  agents(after?: string) {
+    return this.inner.agents(after);
+  }
   head() {
     return this.inner.head();
   }

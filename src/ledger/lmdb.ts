@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse } from '../contracts/audit.js';
-import { addExecution, copyStats, countsAsExecution, emptyStats, mergeStats } from './agent-stats.js';
+import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, mergeStats, touch } from './agent-stats.js';
 import { collectPage, planList } from './audit-query.js';
 import { stitchSegments, type SegmentInfo } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
@@ -98,6 +98,8 @@ interface PendingRow {
   agentId: string;
   postCheckParent: string | null;
   countsAsExecution: boolean;
+  /** Updates the agent's last_activity (every phase but a decision re-run). */
+  countsAsActivity: boolean;
   /** Appended with `urgent` (AppendOptions): its batch starts at the end of the task and may sync on this thread. */
   urgent: boolean;
   resolve: (row: AuditRow) => void;
@@ -302,6 +304,7 @@ class LmdbLedger implements Ledger {
       agentId: entry.agent_id,
       postCheckParent: entry.phase === 'post_check' ? entry.parent_envelope_id : null,
       countsAsExecution: countsAsExecution(entry.phase),
+      countsAsActivity: countsAsActivity(entry.phase),
       urgent: options?.urgent === true,
       resolve,
       reject,
@@ -312,7 +315,11 @@ class LmdbLedger implements Ledger {
       this.inFlightPostChecks.set(pending.postCheckParent, pending.envelopeId);
       this.postCheckKeys.add(pending.postCheckParent);
     }
-    if (pending.countsAsExecution) addExecution(this.statsFor(pending.agentId), entry.decision);
+    if (pending.countsAsActivity) {
+      const s = this.statsFor(pending.agentId);
+      if (pending.countsAsExecution) addExecution(s, entry.decision);
+      touch(s, entry.timestamp);
+    }
     this.queue.push(pending);
     if (pending.urgent) this.urgentQueued++;
     if (this.writing) return promise;
@@ -396,10 +403,11 @@ class LmdbLedger implements Ledger {
 
     const deltas = new Map<string, AgentStats>();
     for (const p of batch) {
-      if (!p.countsAsExecution) continue;
+      if (!p.countsAsActivity) continue;
       let d = deltas.get(p.agentId);
       if (!d) deltas.set(p.agentId, (d = emptyStats()));
-      addExecution(d, p.built.row.decision);
+      if (p.countsAsExecution) addExecution(d, p.built.row.decision);
+      touch(d, p.built.row.timestamp);
     }
     // Absolute stats values: every earlier batch has committed, so durable + this batch's delta.
     const statsWrites: Array<[string, AgentStats]> = [];
@@ -704,6 +712,26 @@ class LmdbLedger implements Ledger {
     if (cached) return copyStats(cached);
     const stored = this.agentStatsDb.get(agentId);
     return stored ? copyStats(stored) : emptyStats();
+  }
+
+  /**
+   * The stored agents merged with those whose first rows are still committing (the cache holds the newer
+   * counts of any agent it has), both in key order. Agent ids are ASCII (`^[\w.-]+$`), so LMDB's key order
+   * is the string order used here.
+   */
+  *agents(after?: string): Iterable<[string, AgentStats]> {
+    const cachedOnly = [...this.stats.keys()].filter((id) => after === undefined || id > after).sort();
+    let i = 0;
+    for (const { key, value } of this.agentStatsDb.getRange(after === undefined ? {} : { start: after })) {
+      if (after !== undefined && key <= after) continue;
+      while (i < cachedOnly.length && cachedOnly[i] < key) {
+        yield [cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)];
+        i++;
+      }
+      if (i < cachedOnly.length && cachedOnly[i] === key) i++;
+      yield [key, copyStats(this.stats.get(key) ?? value)];
+    }
+    for (; i < cachedOnly.length; i++) yield [cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)];
   }
 
   verify(): Promise<ChainVerifyResponse> {

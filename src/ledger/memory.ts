@@ -1,5 +1,5 @@
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse } from '../contracts/audit.js';
-import { addExecution, copyStats, countsAsExecution, emptyStats } from './agent-stats.js';
+import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, touch } from './agent-stats.js';
 import { collectPage, planList } from './audit-query.js';
 import { verifyChain } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
@@ -49,10 +49,11 @@ class MemoryLedger implements Ledger {
       this.rows.push(built.bytes);
       this.envelopes.set(entry.envelope_id, built.seq);
       if (parent !== null) this.postChecks.set(parent, entry.envelope_id);
-      if (countsAsExecution(entry.phase)) {
+      if (countsAsActivity(entry.phase)) {
         let s = this.stats.get(entry.agent_id);
         if (!s) this.stats.set(entry.agent_id, (s = emptyStats()));
-        addExecution(s, entry.decision);
+        if (countsAsExecution(entry.phase)) addExecution(s, entry.decision);
+        touch(s, entry.timestamp);
       }
       return Promise.resolve(built.row);
     } catch (err) {
@@ -84,6 +85,11 @@ class MemoryLedger implements Ledger {
   agentStats(agentId: string): AgentStats {
     const s = this.stats.get(agentId);
     return s ? copyStats(s) : emptyStats();
+  }
+
+  *agents(after?: string): Iterable<[string, AgentStats]> {
+    const ids = [...this.stats.keys()].filter((id) => after === undefined || id > after).sort();
+    for (const id of ids) yield [id, copyStats(this.stats.get(id)!)];
   }
 
   async verify(): Promise<ChainVerifyResponse> {

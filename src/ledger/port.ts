@@ -18,6 +18,8 @@ export interface AgentStats {
   /** Governed executions (validate and post_check rows). */
   executions: number;
   outcomes: Partial<Record<Outcome, number>>;
+  /** Timestamp of the agent's latest validate, pre_check or post_check row; null before any. */
+  last_activity: string | null;
 }
 
 export interface ListPage {
@@ -39,6 +41,11 @@ export interface Ledger {
   /** Envelope id of the post_check row whose parent is this pre-check, if one was written. */
   postCheckOf(preCheckEnvelopeId: string): Promise<string | null>;
   agentStats(agentId: string): AgentStats;
+  /**
+   * Every agent with at least one governed row and its stats (copies), in agent id order, starting after
+   * `after` when given: a lazy walk, so a page of the agent list reads only what it shows.
+   */
+  agents(after?: string): Iterable<[string, AgentStats]>;
   verify(): Promise<ChainVerifyResponse>;
   head(): { seq: number; hash: string | null };
   /** The stored hash of row `seq` (hex), or null when there is none: the head anchor's check (head-anchor.ts). */

@@ -63,9 +63,11 @@ const OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'exists
 /** A compiled condition: the path where it held (for the failure's `path`), or null. */
 export type CompiledCondition = (facts: unknown) => string | null;
 
-type Step = { key: string } | { index: number } | { any: true };
+export type PathStep = { key: string } | { index: number } | { any: true };
+type Step = PathStep;
 
-function parsePath(path: string): Step[] {
+/** Shared with the golden rules (golden.ts), so that both speak one path language. */
+export function parsePath(path: string): Step[] {
   const steps: Step[] = [];
   for (const part of path.split('.')) {
     const m = /^([^[\]]*)((?:\[(?:\d+|\*)\])*)$/.exec(part);
@@ -77,7 +79,7 @@ function parsePath(path: string): Step[] {
 }
 
 /** Every value the path reaches, with its concrete path. */
-function resolve(root: unknown, steps: readonly Step[], base: string): Array<[unknown, string]> {
+export function resolve(root: unknown, steps: readonly Step[], base: string): Array<[unknown, string]> {
   let current: Array<[unknown, string]> = [[root, base]];
   for (const s of steps) {
     const next: Array<[unknown, string]> = [];

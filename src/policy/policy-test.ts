@@ -9,6 +9,7 @@ import type { ScoringConfig } from '../engine/scoring-config.js';
 import type { EngineInput } from '../engine/types.js';
 import type { GoldenSet } from './golden.js';
 import { readYamlDir } from './loader.js';
+import { compileOutputSchema } from './output-schema.js';
 import type { PolicySet } from './policy-set.js';
 
 /**
@@ -108,6 +109,7 @@ export function runCases(cases: ReadonlyArray<{ file: string; case: PolicyCase }
   for (const { file, case: c } of cases) {
     const result = evaluate(engineInput(c), {
       manifest: c.manifest ?? null,
+      outputSchema: c.manifest?.output_schema === undefined ? null : compileOutputSchema(c.manifest.output_schema),
       policies: rules.policies,
       golden: rules.golden,
       config: rules.config,

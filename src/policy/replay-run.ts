@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { Manifest } from '../contracts/manifest.js';
 import { SCORING_CONFIG } from '../engine/scoring-config.js';
-import { loadGoldenFile } from './golden.js';
+import { loadGoldenRules } from './golden.js';
 import { compilePolicySet, type PolicySource } from './pack.js';
 import { policyDifference } from './replay-difference.js';
 import { mergeReplayReports, replay, type ReplayOptions, type ReplayReport } from './replay.js';
@@ -23,7 +23,8 @@ export interface ReplayJob {
   /** Sources of the candidate set and of the baseline (null: none); each thread compiles its own copy. */
   candidate: PolicySource[];
   baseline: PolicySource[] | null;
-  goldenFile: string;
+  /** Golden rules are read from its `golden/` (and a legacy `golden.yaml`), as the gateway reads them. */
+  manifestDir: string;
   /** Manifests from files; those registered over the API (in the ledger) are added and win. */
   manifests: Array<{ agent_id: string; manifest: Manifest }>;
   since: string | null;
@@ -62,7 +63,7 @@ export type WorkerMessage = { chunk: number; report: ReplayReport } | { done: tr
 
 /** Compiles the sets, loads golden rules, opens the ledger: what each thread needs to replay a chunk. */
 export async function prepareReplay(job: WorkerInput['job']): Promise<{ reader: LedgerReader; options: ReplayOptions }> {
-  const golden = await loadGoldenFile(job.goldenFile);
+  const golden = await loadGoldenRules(job.manifestDir);
   const candidate = { policies: compilePolicySet(job.candidate), golden, config: SCORING_CONFIG };
   const baseline = job.baseline === null ? null : { policies: compilePolicySet(job.baseline), golden, config: SCORING_CONFIG };
   const difference = baseline === null || job.fullBaseline ? null : policyDifference({ set: candidate.policies, sources: job.candidate }, { set: baseline.policies, sources: job.baseline! });
@@ -95,7 +96,7 @@ export async function runReplay(job: ReplayJob): Promise<RunReport> {
     encryptionKey: job.encryptionKey ? new Uint8Array(job.encryptionKey) : null,
     candidate: job.candidate,
     baseline: job.baseline,
-    goldenFile: job.goldenFile,
+    manifestDir: job.manifestDir,
     manifests: job.manifests,
     since: job.since,
     agent: job.agent,

@@ -2,7 +2,9 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import type { Logger } from 'pino';
 import type { Outcome } from '../contracts/common.js';
 import type { PostCheckRequest, PostCheckResponse, PreCheckRequest } from '../contracts/runtime.js';
-import type { Governor, HeldPreCheck } from '../runtime/governor.js';
+import { fromPreCheck } from '../engine/normalize.js';
+import type { ExternalDetectorVerdict } from '../engine/types.js';
+import type { ClassifierCache, Governor, HeldPreCheck } from '../runtime/governor.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { AnswerResumption, AskedToolCall, CallContext, Inspected, Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind, UpstreamAnswer } from './adapter.js';
 import { jsonTextHazard } from '../contracts/strict-json.js';
@@ -238,9 +240,17 @@ interface PreChecked {
   durable(urgent?: boolean): Promise<boolean>;
 }
 
-function preCheck(core: ProxyCore, call: ProxyCall): PreChecked {
+/** The pre-check, after the remote classifier's verdict when one is configured (else decided at once). */
+function preCheck(core: ProxyCore, call: ProxyCall): PreChecked | Promise<PreChecked> {
   const request = preCheckRequest(call);
-  const d = core.governor.preCheckDecided(request);
+  if (!core.governor.classifies) return preChecked(core, request, null, undefined);
+  const cache = {};
+  const started = performance.now();
+  return core.governor.classify(fromPreCheck(request), cache).then((v) => preChecked(core, request, v, cache, started));
+}
+
+function preChecked(core: ProxyCore, request: PreCheckRequest, external: ExternalDetectorVerdict | null, classifier: ClassifierCache | undefined, started?: number): PreChecked {
+  const d = core.governor.preCheckDecided(request, external, started);
   let durable: Promise<boolean> | null = null;
   const record = (urgent = false) =>
     (durable ??= d.record({ urgent }).then(
@@ -250,13 +260,21 @@ function preCheck(core: ProxyCore, call: ProxyCall): PreChecked {
         return false;
       },
     ));
-  return { held: { request, envelopeId: d.response.envelope_id, outcome: d.response.decision.outcome }, reason: d.response.decision.reason, durable: record };
+  const held: HeldPreCheck = { request, envelopeId: d.response.envelope_id, outcome: d.response.decision.outcome };
+  if (classifier !== undefined) held.classifier = classifier;
+  return { held, reason: d.response.decision.reason, durable: record };
 }
 
-/** Records the post-check right after the pre-check (same tick, so one ledger commit) and waits for both. */
-function recordBoth(core: ProxyCore, pre: PreChecked, req: PostCheckRequest): { response: PostCheckResponse; durable: Promise<boolean> } {
+/**
+ * Records the post-check right after the pre-check (same tick, so one ledger commit) and waits for both.
+ * With a remote classifier, its verdict on the post-check's text comes first (reused when that text is
+ * what the pre-check already sent).
+ */
+async function recordBoth(core: ProxyCore, pre: PreChecked, req: PostCheckRequest): Promise<{ response: PostCheckResponse; durable: Promise<boolean> }> {
+  const started = performance.now();
+  const external = core.governor.classifies ? await core.governor.classifyPost(pre.held, req) : null;
   const first = pre.durable();
-  const post = core.governor.postCheckDeferred(pre.held, req);
+  const post = core.governor.postCheckDeferred(pre.held, req, external, started);
   const second = post.committed.then(
     () => true,
     (e: unknown) => {
@@ -305,7 +323,8 @@ function forward(core: ProxyCore, call: ProxyCall): Promise<UpstreamResponse> {
 
 /** A path the adapter forwards without reading its answer: audited by one pre-check row. */
 async function passThrough(core: ProxyCore, call: ProxyCall): Promise<number> {
-  const pre = preCheck(core, call);
+  const pending = preCheck(core, call);
+  const pre = pending instanceof Promise ? await pending : pending;
   if (disposition(pre.held.outcome, core.escalate) !== 'release') return refusePre(core, call, pre);
   const headers = govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check');
   // The only row of a pass-through call: it commits while the upstream answers.
@@ -383,7 +402,8 @@ function upstreamError(core: ProxyCore, call: ProxyCall, f: UpstreamFailure, hea
 }
 
 async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
-  const pre = preCheck(core, call);
+  const pending = preCheck(core, call);
+  const pre = pending instanceof Promise ? await pending : pending;
   if (disposition(pre.held.outcome, core.escalate) !== 'release') return refusePre(core, call, pre);
   const g = core.governor;
 
@@ -391,7 +411,7 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   // smuggles an injection or a secret ends the call here, recorded as its post-check, upstream untouched.
   if (call.proposal.toolResults.length > 0) {
     const draft = postCheckRequest(pre.held, call, { output: {}, toolsCalled: [] }, 0);
-    const verdict = g.probe(pre.held, draft);
+    const verdict = g.probe(pre.held, draft, g.classifies ? await g.classifyPost(pre.held, draft) : null);
     if (disposition(verdict.decision.outcome, core.escalate) !== 'release') {
       return withhold(core, call, pre, { output: {}, toolsCalled: [] }, 0, { forwarded: false, stopped_by: 'tool_results' });
     }
@@ -459,7 +479,7 @@ async function governed(core: ProxyCore, call: ProxyCall): Promise<number> {
   }
   const latency = performance.now() - t0;
   const inspected = up.status < 400 ? adapter.inspect(answer, call.proposal) : (adapter.inspectError?.(answer, call.proposal) ?? errorInspected(answer));
-  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, resumed > 0 ? { resumed_answer: resumed } : undefined));
+  const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, resumed > 0 ? { resumed_answer: resumed } : undefined));
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;
   const headers = govHeaders(postId, outcome, 'post_check', pre.held.envelopeId);
@@ -531,7 +551,7 @@ async function resumeBody(core: ProxyCore, call: ProxyCall, r: AnswerResumption,
 
 /** Records a post-check over `inspected` and refuses the call with it (the answer is not released). */
 async function withhold(core: ProxyCore, call: ProxyCall, pre: PreChecked, inspected: Inspected, latency: number, metadata: Record<string, unknown>): Promise<number> {
-  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, metadata));
+  const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, metadata));
   const outcome = post.response.decision.outcome;
   const headers = govHeaders(post.response.envelope_id, outcome, 'post_check', pre.held.envelopeId);
   if (!(await post.durable)) return ledgerDown(call);
@@ -545,7 +565,7 @@ async function withhold(core: ProxyCore, call: ProxyCall, pre: PreChecked, inspe
 async function failedUpstream(core: ProxyCore, call: ProxyCall, pre: PreChecked, f: UpstreamFailure, latency: number): Promise<number> {
   const abortReason = f.kind === 'aborted' ? ((call.abort.reason as AbortReason | undefined) ?? 'client_closed') : undefined;
   const output = { upstream_error: abortReason ?? f.kind, message: abortReason === undefined ? f.message : `call aborted: ${abortReason}` };
-  const post = recordBoth(core, pre, postCheckRequest(pre.held, call, { output, toolsCalled: [] }, latency, { upstream_failure: output.upstream_error }));
+  const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, { output, toolsCalled: [] }, latency, { upstream_failure: output.upstream_error }));
   const headers = govHeaders(post.response.envelope_id, post.response.decision.outcome, 'post_check', pre.held.envelopeId);
   if (!(await post.durable)) return ledgerDown(call);
   return upstreamError(core, call, f, headers);
@@ -650,7 +670,8 @@ async function streamed(core: ProxyCore, call: ProxyCall, pre: PreChecked, up: U
         },
   };
   if (failure !== null) metadata.upstream_failure = aborted ?? failure.kind;
-  const post = g.postCheckDeferred(pre.held, postCheckRequest(pre.held, call, snapshot, latency, metadata));
+  const finalReq = postCheckRequest(pre.held, call, snapshot, latency, metadata);
+  const post = g.postCheckDeferred(pre.held, finalReq, g.classifies ? await g.classifyPost(pre.held, finalReq) : null);
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;
   const committed = await post.committed.then(() => true, () => false);

@@ -13,7 +13,7 @@ import { evaluate } from '../engine/pipeline.js';
 import { fromPostCheck, fromPreCheck, fromValidate } from '../engine/normalize.js';
 import { reliabilityFromStats } from '../engine/reliability.js';
 import type { ScoringConfig } from '../engine/scoring-config.js';
-import type { EngineInput, EngineResult } from '../engine/types.js';
+import type { EngineInput, EngineResult, ExternalDetectorVerdict } from '../engine/types.js';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
 import { boundPayload, digestContext } from '../ledger/bounded-payload.js';
 import { maskPayload } from '../ledger/masked-payload.js';
@@ -48,8 +48,29 @@ export interface GovernorDeps {
   /** Longest string a row's payload stores whole (ledger/bounded-payload.ts); decisions read everything. */
   maxStoredTextChars: number;
   clock: () => Date;
+  /**
+   * The optional remote classifier (GOV_DETECTOR_URL), asked before each decision; absent: never called.
+   * It never throws: a failure is a verdict whose status the engine applies the failure mode to.
+   */
+  classifier?: RemoteClassifierPort | null;
+  /** A classifier call that timed out or failed (the status and reason only, never the text). */
+  onClassifierFailure?: (verdict: ExternalDetectorVerdict) => void;
+  /** Every verdict the classifier gave (not the ones reused from a call's cache). */
+  onClassified?: (verdict: ExternalDetectorVerdict) => void;
   onDecision?: (agentId: string, outcome: Outcome, latencyMs: number) => void;
   onBackgroundError?: (e: unknown) => void;
+}
+
+export interface RemoteClassifierPort {
+  /** The text a call would send for this input ('' when there is nothing to classify). */
+  textOf(input: EngineInput): string;
+  classifyText(text: string): Promise<ExternalDetectorVerdict>;
+}
+
+/** The last text classified for one proxied call and its verdict, so a post-check over the same text reuses it. */
+export interface ClassifierCache {
+  text?: string;
+  verdict?: ExternalDetectorVerdict;
 }
 
 /** A decision whose row is still committing; `committed` rejects if the ledger cannot take it. */
@@ -70,6 +91,8 @@ export interface HeldPreCheck {
   request: PreCheckRequest;
   envelopeId: string;
   outcome: Outcome;
+  /** The remote classifier's latest verdict within this call (the sidecar's guard-window probes use it). */
+  classifier?: ClassifierCache;
 }
 
 const REVIEWED: ReadonlySet<Outcome> = new Set<Outcome>(['escalate', 'request_evidence']);
@@ -121,16 +144,54 @@ export class Governor {
     if (wait !== null) await wait;
     const started = performance.now();
     const input = fromValidate(req);
-    const { result, envelopeId, timestamp } = this.decide(input);
+    const external = this.d.classifier ? await this.classify(input) : null;
+    const { result, envelopeId, timestamp } = this.decide(input, external);
     const response: ValidateResponse = scoredResponse(result, envelopeId);
-    await this.persist('validate', input, result, envelopeId, timestamp, null, req, response, started);
+    await this.persist('validate', input, result, envelopeId, timestamp, null, req, response, started, undefined, external);
     return response;
+  }
+
+  /** True when a remote classifier is configured: callers then await classify() before deciding. */
+  get classifies(): boolean {
+    return this.d.classifier != null;
+  }
+
+  /**
+   * The remote classifier's verdict on this input's text (null without a classifier). With a cache, the
+   * same text as last time reuses that verdict instead of asking again.
+   */
+  async classify(input: EngineInput, cache?: ClassifierCache): Promise<ExternalDetectorVerdict | null> {
+    const c = this.d.classifier;
+    if (!c) return null;
+    const text = c.textOf(input);
+    if (cache?.verdict !== undefined && cache.text === text) return cache.verdict;
+    const verdict = await c.classifyText(text);
+    if (cache !== undefined) {
+      cache.text = text;
+      cache.verdict = verdict;
+    }
+    this.d.onClassified?.(verdict);
+    if (verdict.status === 'timeout' || verdict.status === 'error') this.d.onClassifierFailure?.(verdict);
+    return verdict;
+  }
+
+  /**
+   * classify() for a post-check of a held pre-check, through that call's cache. It reads everything the
+   * model read in the call: the input, the tool results and the pre-check's context with the post-check's,
+   * so a post-check that adds nothing new to read sends the pre-check's text again, which the cache answers.
+   */
+  classifyPost(pre: HeldPreCheck, req: PostCheckRequest): Promise<ExternalDetectorVerdict | null> {
+    const input = fromPostCheck(pre.request, req, pre.envelopeId);
+    const read: EngineInput = { ...input, context: [...(pre.request.context ?? []), ...input.context] };
+    return this.classify(read, (pre.classifier ??= {}));
   }
 
   async preCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
     const wait = this.admission();
     if (wait !== null) await wait;
-    const decided = this.preCheckDecided(req);
+    const started = performance.now();
+    const external = this.d.classifier ? await this.classify(fromPreCheck(req)) : null;
+    const decided = this.preCheckDecided(req, external, started);
     await decided.record();
     return decided.response;
   }
@@ -157,7 +218,10 @@ export class Governor {
     }
     const prePayload = pre.payload as StoredPayload | null;
     if (prePayload === null) throw new AppError('conflict', `the payload of pre-check ${preId} has been erased`);
-    const deferred = this.postCheckDeferred({ request: prePayload.request as PreCheckRequest, envelopeId: preId, outcome: pre.decision }, req);
+    const held: HeldPreCheck = { request: prePayload.request as PreCheckRequest, envelopeId: preId, outcome: pre.decision };
+    const started = performance.now();
+    const external = this.d.classifier ? await this.classifyPost(held, req) : null;
+    const deferred = this.postCheckDeferred(held, req, external, started);
     await deferred.committed;
     return deferred.response;
   }
@@ -169,15 +233,14 @@ export class Governor {
    * both rows share one ledger commit; it records at once when it refuses or when the call has side
    * effects. Whoever answers a client must await the row first.
    */
-  preCheckDecided(req: PreCheckRequest): Decided<PreCheckResponse> {
-    const started = performance.now();
+  preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now()): Decided<PreCheckResponse> {
     const input = fromPreCheck(req);
-    const { result, envelopeId, timestamp } = this.decide(input);
+    const { result, envelopeId, timestamp } = this.decide(input, external);
     const { trust_chain: _t, confidence_rationale: _c, ...response }: ValidateResponse = scoredResponse(result, envelopeId);
     let committed: Promise<void> | null = null;
     return {
       response,
-      record: (options) => (committed ??= this.persist('pre_check', input, result, envelopeId, timestamp, null, req, response, started, options)),
+      record: (options) => (committed ??= this.persist('pre_check', input, result, envelopeId, timestamp, null, req, response, started, options, external)),
     };
   }
 
@@ -186,14 +249,13 @@ export class Governor {
    * read back (it may still be committing: the ledger appends in call order, so this row lands after it).
    * Exactly one post-check per pre-check is the caller's duty; the sidecar makes one per proxied call.
    */
-  postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest): Deferred<PostCheckResponse> {
-    const started = performance.now();
+  postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now()): Deferred<PostCheckResponse> {
     const input = fromPostCheck(pre.request, req, pre.envelopeId);
-    const decided = this.decide(input);
+    const decided = this.decide(input, external);
     const { envelopeId, timestamp } = decided;
     const result = holdBlockedPreCheck(pre.outcome, pre.envelopeId, decided.result);
     const response: PostCheckResponse = { ...scoredResponse(result, envelopeId), pre_check_envelope_id: pre.envelopeId };
-    const committed = this.persist('post_check', input, result, envelopeId, timestamp, pre.envelopeId, req, response, started);
+    const committed = this.persist('post_check', input, result, envelopeId, timestamp, pre.envelopeId, req, response, started, undefined, external);
     return { response, committed };
   }
 
@@ -201,8 +263,9 @@ export class Governor {
    * The engine's verdict on a draft output, with no row and no review push: the streaming guard window
    * checks partial output with it and records only the final post-check.
    */
-  probe(pre: HeldPreCheck, req: PostCheckRequest): EngineResult {
-    return this.evaluateInput(fromPostCheck(pre.request, req, pre.envelopeId));
+  probe(pre: HeldPreCheck, req: PostCheckRequest, external?: ExternalDetectorVerdict | null): EngineResult {
+    // Without a fresh verdict the call's latest one stands: a guard-window probe never waits on the network.
+    return this.evaluateInput(fromPostCheck(pre.request, req, pre.envelopeId), undefined, external ?? pre.classifier?.verdict ?? null);
   }
 
   /** Re-runs today's engine on a stored envelope; writes a new `decision` row linked to the original. */
@@ -218,7 +281,8 @@ export class Governor {
     const stored = storedEngineInput(row, pre?.payload ?? null);
     if (!stored.ok) throw new AppError('conflict', stored.message);
     const input = stored.input;
-    const decided = this.decide(input);
+    // A re-run decides on the verdict the call had, without asking the classifier again.
+    const decided = this.decide(input, stored.external_detector);
     const response: DecisionRerunResponse = { ...scoredResponse(decided.result, decided.envelopeId), original_envelope_id: row.envelope_id };
     await this.persist('decision', input, decided.result, decided.envelopeId, decided.timestamp, row.envelope_id, { rerun_of: row.envelope_id }, response, started);
     return response;
@@ -233,22 +297,24 @@ export class Governor {
   }
 
   /** `policies`: another set than the active one (a dry run against a named, possibly inactive, version). */
-  private evaluateInput(input: EngineInput, policies?: PolicySet): EngineResult {
+  private evaluateInput(input: EngineInput, policies?: PolicySet, external: ExternalDetectorVerdict | null = null): EngineResult {
     const rules = this.d.rules();
     const reliability = this.d.useHistoricalReliability ? reliabilityFromStats(this.d.ledger.agentStats(input.agent_id)) : null;
     return evaluate(input, {
       manifest: this.d.manifests.get(input.agent_id),
+      outputSchema: this.d.manifests.outputSchema(input.agent_id),
       policies: policies ?? rules.policies,
       golden: rules.golden,
       config: rules.config,
       reliability,
       killSwitch: this.d.killSwitch.view(),
       judgeScore: null,
+      externalDetector: external,
     });
   }
 
-  private decide(input: EngineInput): { result: EngineResult; envelopeId: string; timestamp: Date } {
-    const result = this.evaluateInput(input);
+  private decide(input: EngineInput, external: ExternalDetectorVerdict | null = null): { result: EngineResult; envelopeId: string; timestamp: Date } {
+    const result = this.evaluateInput(input, undefined, external);
     const timestamp = this.d.clock();
     if (REVIEWED.has(result.decision.outcome)) {
       result.decision.review_deadline = new Date(timestamp.getTime() + this.d.reviewSlaMinutes * 60_000).toISOString();
@@ -269,6 +335,7 @@ export class Governor {
     response: { latency_ms: number },
     started: number,
     options?: AppendOptions,
+    external: ExternalDetectorVerdict | null = null,
   ): Promise<void> {
     const iso = timestamp.toISOString();
     response.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
@@ -284,7 +351,9 @@ export class Governor {
       policy_version: result.decision.policy_version,
       score_version: result.decision.score_version,
       // Masked first, so the context digests and the bounded strings commit to the masked text.
-      payload: { request: boundPayload(digestContext(maskPayload(request, result.masks)), this.d.maxStoredTextChars), response } satisfies StoredPayload,
+      payload: (external === null
+        ? { request: boundPayload(digestContext(maskPayload(request, result.masks)), this.d.maxStoredTextChars), response }
+        : { request: boundPayload(digestContext(maskPayload(request, result.masks)), this.d.maxStoredTextChars), response, external_detector: external }) satisfies StoredPayload,
     }, options);
     const outcome = result.decision.outcome;
     this.d.onDecision?.(input.agent_id, outcome, performance.now() - started);

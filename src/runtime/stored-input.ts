@@ -1,7 +1,7 @@
 import type { Outcome } from '../contracts/common.js';
 import type { PostCheckRequest, PreCheckRequest, ValidateRequest } from '../contracts/runtime.js';
 import { fromPostCheck, fromPreCheck, fromValidate } from '../engine/normalize.js';
-import type { EngineInput, EngineResult } from '../engine/types.js';
+import type { EngineInput, EngineResult, ExternalDetectorVerdict } from '../engine/types.js';
 
 /**
  * How a governed row's payload is stored: the request the decision read (bounded, context digested) and the
@@ -11,6 +11,8 @@ import type { EngineInput, EngineResult } from '../engine/types.js';
 export interface StoredPayload {
   request: unknown;
   response: unknown;
+  /** The remote classifier's verdict on the call, when one is configured: a re-decision reuses it. */
+  external_detector?: ExternalDetectorVerdict;
 }
 
 /** The part of a stored row the rebuild reads. */
@@ -22,7 +24,7 @@ export interface StoredRowRef {
 }
 
 export type StoredInput =
-  | { ok: true; input: EngineInput }
+  | { ok: true; input: EngineInput; external_detector: ExternalDetectorVerdict | null }
   | { ok: false; problem: 'payload_erased' | 'pre_check_missing' | 'not_governed'; message: string };
 
 /**
@@ -35,11 +37,12 @@ export function storedEngineInput(row: StoredRowRef, prePayload: unknown): Store
     return { ok: false, problem: 'not_governed', message: `envelope ${row.envelope_id} is a ${row.phase} row, not a governed call` };
   }
   if (payload === null || payload === undefined) return { ok: false, problem: 'payload_erased', message: `the payload of envelope ${row.envelope_id} has been erased` };
-  if (row.phase === 'validate') return { ok: true, input: fromValidate(payload.request as ValidateRequest) };
-  if (row.phase === 'pre_check') return { ok: true, input: fromPreCheck(payload.request as PreCheckRequest) };
+  const external_detector = payload.external_detector ?? null;
+  if (row.phase === 'validate') return { ok: true, input: fromValidate(payload.request as ValidateRequest), external_detector };
+  if (row.phase === 'pre_check') return { ok: true, input: fromPreCheck(payload.request as PreCheckRequest), external_detector };
   const pre = prePayload as StoredPayload | null | undefined;
   if (!pre || row.parent_envelope_id === null) return { ok: false, problem: 'pre_check_missing', message: `the pre-check of envelope ${row.envelope_id} is missing or erased` };
-  return { ok: true, input: fromPostCheck(pre.request as PreCheckRequest, payload.request as PostCheckRequest, row.parent_envelope_id) };
+  return { ok: true, input: fromPostCheck(pre.request as PreCheckRequest, payload.request as PostCheckRequest, row.parent_envelope_id), external_detector };
 }
 
 /** A call whose pre-check was blocked must never be released, whatever its output scores. */

@@ -16,7 +16,7 @@ export const CAPABILITIES = {
   'audit.read': { min: 'free', description: 'list and read audit rows' },
   'audit.verify': { min: 'team', description: 'verify the hash chain' },
   'audit.erase': { min: 'team', entitlement: 'erasure', description: 'erase personal data of an execution' },
-  'agents.read': { min: 'free', description: 'read manifests and reliability' },
+  'agents.read': { min: 'free', description: 'list agents, read manifests and reliability' },
   'agents.write': { min: 'developer', description: 'register agent manifests' },
   'review.read': { min: 'developer', description: 'read the human review queue' },
   'metrics.read': { min: 'free', description: 'Prometheus metrics' },

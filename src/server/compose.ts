@@ -10,7 +10,7 @@ import { openLmdbStorage } from '../ledger/lmdb.js';
 import { openMemoryStorage } from '../ledger/memory.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import type { Storage } from '../ledger/port.js';
-import { loadGoldenFile } from '../policy/golden.js';
+import { loadGoldenRules } from '../policy/golden.js';
 import { emptyPolicySet } from '../policy/policy-set.js';
 import { PolicyLoadError } from '../policy/errors.js';
 import { readYamlDir } from '../policy/loader.js';
@@ -22,6 +22,7 @@ import { KillSwitch } from '../runtime/kill-switch.js';
 import { ManifestRegistry } from '../runtime/manifest-registry.js';
 import { PolicyRegistry, type FileSyncReport } from '../runtime/policy-registry.js';
 import { fingerprint, PolicyDirWatcher } from '../runtime/policy-watcher.js';
+import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classifier.js';
 import { MemorySlidingWindowLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { GovMetrics } from '../telemetry/metrics.js';
@@ -117,7 +118,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
   const clock = opts.clock ?? (() => new Date());
   const logger = opts.logger ?? createLogger(settings);
   const policySources = await readPolicySources(settings.policyDir);
-  const golden = await loadGoldenFile(join(settings.manifestDir, 'golden.yaml'));
+  const golden = await loadGoldenRules(settings.manifestDir);
   const manifestFiles = await loadManifestDir(join(settings.manifestDir, 'agents'));
   const rateRules = await loadRateLimits(settings.rateLimitFile);
   const storage = await openStorage(settings, logger);
@@ -181,6 +182,8 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
   const killSwitch = new KillSwitch(storage.kv, settings.envKillSwitch);
   const manifests = new ManifestRegistry(storage.kv, manifestFiles);
   const reviewQueue = new ReviewQueue(storage.kv);
+  // GOV_DETECTOR_URL unset: no client exists and no decision awaits anything (zero cost).
+  const classifier = settings.detector === null ? null : new RemoteClassifier(settings.detector);
   const governor = new Governor({
     ledger: storage.ledger,
     killSwitch,
@@ -192,6 +195,9 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     backpressureWaitMs: settings.ledgerBackpressureWaitMs,
     maxStoredTextChars: settings.auditMaxTextChars,
     clock,
+    classifier,
+    onClassifierFailure: classifierFailureLog((fields, msg) => logger.warn(fields, msg)),
+    onClassified: (v) => metrics.classifierCalls.inc({ result: v.status === 'ok' && v.score !== null && v.score >= v.threshold ? 'flagged' : v.status }),
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
   });
@@ -238,6 +244,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
       await policyWatcher?.close();
       await app.close();
       await storage.close();
+      await classifier?.close();
     },
   };
 }

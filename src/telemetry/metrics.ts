@@ -30,6 +30,9 @@ export class GovMetrics {
     this.policyReloadErrors.set(refusedFiles);
   }
 
+  /** Remote classifier calls (GOV_DETECTOR_URL) by outcome: ok, flagged, timeout, error, skipped. */
+  readonly classifierCalls = new Counter({ name: 'gov_remote_classifier_calls_total', help: 'Remote classifier calls by result (ok, flagged, timeout, error, skipped)', labelNames: ['result'], registers: [this.registry] });
+
   recordDecision(agentId: string, outcome: string, latencyMs: number): void {
     const agent = agentLabel(agentId);
     this.validations.inc({ decision: outcome, agent_id: agent });

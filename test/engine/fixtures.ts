@@ -3,7 +3,7 @@ import type { Manifest } from '../../src/contracts/manifest.js';
 import type { ValidateRequest } from '../../src/contracts/runtime.js';
 import { SCORING_CONFIG } from '../../src/engine/scoring-config.js';
 import type { EngineContext } from '../../src/engine/types.js';
-import { loadGoldenFile } from '../../src/policy/golden.js';
+import { loadGoldenRules } from '../../src/policy/golden.js';
 import { loadPolicyDir } from '../../src/policy/loader.js';
 import { loadManifestDir } from '../../src/policy/manifest-files.js';
 import type { GoldenSet } from '../../src/policy/golden.js';
@@ -20,12 +20,12 @@ export interface Shipped {
 
 let shipped: Promise<Shipped> | null = null;
 
-/** The repository's own policies/, manifests/agents/ and manifests/golden.yaml. */
+/** The repository's own policies/, manifests/agents/ and manifests/golden/. */
 export function loadShipped(): Promise<Shipped> {
   shipped ??= (async () => {
     const [policies, golden, manifests] = await Promise.all([
       loadPolicyDir(repo('policies')),
-      loadGoldenFile(repo('manifests/golden.yaml')),
+      loadGoldenRules(repo('manifests')),
       loadManifestDir(repo('manifests/agents')),
     ]);
     return { policies, golden, manifests: new Map(manifests.map((m) => [m.agent_id, m.manifest])) };

@@ -35,7 +35,8 @@ t.test('rows, indexes, stats and kv survive a restart and the chain continues', 
   const second = await openLmdbStorage(dir);
   t.teardown(() => second.close());
   t.same(second.ledger.head(), head);
-  t.same(second.ledger.agentStats('agent-a'), { executions: 2, outcomes: { block: 1, approve: 1 } });
+  t.same(second.ledger.agentStats('agent-a'), { executions: 2, outcomes: { block: 1, approve: 1 }, last_activity: rows[2].timestamp });
+  t.same([...second.ledger.agents()].map(([id]) => id), ['agent-a'], 'the agent list is read back from disk');
   t.equal(await second.ledger.postCheckOf(pre.envelope_id), rows[1].envelope_id);
   t.same(second.kv.get('kill_switch', 'state'), { active: true });
   t.same((await second.ledger.get(pre.envelope_id))!.hash, rows[0].hash);
@@ -176,7 +177,7 @@ for (const durability of ['fsync', 'commit'] as const) t.test(`durability ${dura
   const doomed = [ledger.append(entry()), ledger.append(entry())];
   for (const p of doomed) await t.rejects(p, { code: 'ledger_unavailable', message: /seq 3 is already stored/ });
   t.same(ledger.head(), { seq: 2, hash: (await ledger.list({ limit: 1 })).items[0].hash });
-  t.same(ledger.agentStats('agent-a'), { executions: 2, outcomes: { approve: 2 } }, 'stats count only stored rows');
+  t.match(ledger.agentStats('agent-a'), { executions: 2, outcomes: { approve: 2 } }, 'stats count only stored rows');
   t.not(kept.hash, ledger.head().hash);
   t.equal((await ledger.verify()).first_invalid_seq, 3);
 });

@@ -2,11 +2,11 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { compileGoldenSet, emptyGoldenSet, loadGoldenFile } from '../../src/policy/golden.js';
+import { compileGoldenSet, emptyGoldenSet, loadGoldenRules } from '../../src/policy/golden.js';
 import { loadPolicyDir } from '../../src/policy/loader.js';
 import { loadManifestDir } from '../../src/policy/manifest-files.js';
 import { compilePolicySet } from '../../src/policy/pack.js';
-import { BUNDLED_GOLDEN_FILE, BUNDLED_MANIFEST_DIR, BUNDLED_POLICY_DIR } from '../../src/policy/paths.js';
+import { BUNDLED_MANIFEST_DIR, BUNDLED_MANIFEST_ROOT, BUNDLED_POLICY_DIR } from '../../src/policy/paths.js';
 import { emptyPolicySet } from '../../src/policy/policy-set.js';
 import { PolicyLoadError } from '../../src/policy/errors.js';
 
@@ -107,16 +107,40 @@ t.test('JSON packs: strict JSON, positions from the same text', async (t) => {
 });
 
 t.test('golden files', async (t) => {
-  const shipped = await loadGoldenFile(BUNDLED_GOLDEN_FILE);
+  const shipped = await loadGoldenRules(BUNDLED_MANIFEST_ROOT);
   t.ok(shipped.rules.some((r) => r.agents.includes('support-*')));
   t.ok(shipped.rules[0].matchesAgent('support-bot'));
   t.notOk(shipped.rules[0].matchesAgent('billing-bot'));
-  t.same(await loadGoldenFile(join(tmpdir(), 'gov-missing-golden.yaml')), emptyGoldenSet());
+  t.match(shipped.rules[0].origin, /golden\/support\.yaml$/, 'the shipped rules live in manifests/golden/');
+  t.same(await loadGoldenRules(join(tmpdir(), 'gov-missing-manifests')), emptyGoldenSet());
   t.throws(() => compileGoldenSet('g.yaml', 'version: "1"\nrules:\n  - {id: x, agents: "*", require_keys: answer}\n'), /g\.yaml: rules\[0\]\.require_keys/);
   t.throws(() => compileGoldenSet('g.yaml', 'version: "1"\nrules:\n  - {id: x, agents: "*", forbid_patterns: ["(a*)*"]}\n'), /rules\[0\]\.forbid_patterns\[0\]/);
   const multi = compileGoldenSet('g.yaml', 'version: "1"\nrules:\n  - {id: x, agents: [a-*, "b.?"]}\n');
   t.ok(multi.rules[0].matchesAgent('a-1') && multi.rules[0].matchesAgent('b.c') && !multi.rules[0].matchesAgent('c'));
   t.match(multi.version, /^1#[0-9a-f]{10}$/);
+});
+
+t.test('golden directory: files merge, the legacy golden.yaml is still read, duplicate ids name both files', async (t) => {
+  const rule = (id: string) => `version: "1"\nrules:\n  - {id: ${id}, agents: "*", require_keys: [answer]}\n`;
+  const root = await tmp(t, { 'golden.yaml': rule('legacy') });
+  await mkdir(join(root, 'golden'));
+  await writeFile(join(root, 'golden', 'b.yaml'), rule('from-b'));
+  await writeFile(join(root, 'golden', 'a.yml'), rule('from-a'));
+  await writeFile(join(root, 'golden', 'notes.txt'), 'not yaml');
+  const set = await loadGoldenRules(root);
+  t.same(set.rules.map((r) => r.id), ['from-a', 'from-b', 'legacy'], 'file-name order, the legacy file after the directory');
+  t.match(set.version, /^golden\/a\.yml@1\+golden\/b\.yaml@1\+golden\.yaml@1#[0-9a-f]{10}$/);
+
+  await writeFile(join(root, 'golden', 'c.yaml'), rule('from-a'));
+  await t.rejects(loadGoldenRules(root), /golden\/c\.yaml: rules\[0\]\.id: duplicate rule id "from-a", also defined in .*golden\/a\.yml/);
+  await rm(join(root, 'golden', 'c.yaml'));
+  await writeFile(join(root, 'golden', 'c.yaml'), 'version: "1"\nrules:\n  - {id: t, agents: "*", require_fields: {"items[": string}}\n');
+  await t.rejects(loadGoldenRules(root), /c\.yaml: rules\[0\]\.require_fields: path "items\["/);
+  await writeFile(join(root, 'golden', 'c.yaml'), 'version: "1"\nrules:\n  - {id: t, agents: "*", require_fields: {answer: text}}\n');
+  await t.rejects(loadGoldenRules(root), /c\.yaml: rules\[0\]\.require_fields/);
+  await writeFile(join(root, 'golden', 'c.yaml'), 'version: "1"\nrules:\n  - {id: t, agents: "*", expect: [{path: status, eq: a, ne: b}]}\n');
+  await t.rejects(loadGoldenRules(root), /c\.yaml: rules\[0\]\.expect\[0\]/);
+  t.throws(() => compileGoldenSet('g.yaml', 'version: "1"\nrules:\n  - {id: x, agents: "*"}\n  - {id: x, agents: "*"}\n'), /duplicate rule id "x", also defined earlier in this file/);
 });
 
 t.test('manifest files', async (t) => {

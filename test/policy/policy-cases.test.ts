@@ -6,13 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { SCORING_CONFIG } from '../../src/engine/scoring-config.js';
-import { loadGoldenFile } from '../../src/policy/golden.js';
+import { loadGoldenRules } from '../../src/policy/golden.js';
 import { loadPolicyDir } from '../../src/policy/loader.js';
 import { loadCases, runCases } from '../../src/policy/policy-test.js';
 import { runCli } from '../helpers/gov-process.js';
 
 t.test("the default pack passes its own case corpus, and the cases exercise every rule", async (t) => {
-  const report = runCases(await loadCases('policies/tests'), { policies: await loadPolicyDir('policies'), golden: await loadGoldenFile('manifests/golden.yaml'), config: SCORING_CONFIG });
+  const report = runCases(await loadCases('policies/tests'), { policies: await loadPolicyDir('policies'), golden: await loadGoldenRules('manifests'), config: SCORING_CONFIG });
   for (const r of report.results) t.ok(r.passed, `${r.name}${r.problems.length > 0 ? `: ${r.problems.join('; ')}` : ''}`);
   t.same(report.exercised, report.rules, 'every rule of the packs is exercised by a case');
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { SCORING_CONFIG } from '../../src/engine/scoring-config.js';
-import { loadGoldenFile } from '../../src/policy/golden.js';
+import { loadGoldenRules } from '../../src/policy/golden.js';
 import { loadManifestDir } from '../../src/policy/manifest-files.js';
 import { replay } from '../../src/policy/replay.js';
 import { activePolicySet, resolveCandidate } from '../../src/policy/replay-candidate.js';
@@ -249,7 +249,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
   t.test('in-process: the examples cap and the same counts as the CLI', async (t) => {
     const reader = openLedgerReader(join(w.dir, 'ledger'));
     t.teardown(() => reader.close());
-    const golden = await loadGoldenFile(join(ROOT, 'manifests/golden.yaml'));
+    const golden = await loadGoldenRules(join(ROOT, 'manifests'));
     const candidate = { policies: (await resolveCandidate(w.candidateFile, { policyDir: w.policyDir })).set, golden, config: SCORING_CONFIG };
     const baseline = { policies: (await activePolicySet(w.policyDir)).set, golden, config: SCORING_CONFIG };
     const manifests = new Map((await loadManifestDir(join(ROOT, 'manifests/agents'))).map((m) => [m.agent_id, m.manifest]));
@@ -267,7 +267,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
       dbPath: join(w.dir, 'ledger'),
       candidate: (await resolveCandidate(w.candidateFile, { policyDir: w.policyDir })).sources,
       baseline: (await activePolicySet(w.policyDir)).sources,
-      goldenFile: join(ROOT, 'manifests/golden.yaml'),
+      manifestDir: join(ROOT, 'manifests'),
       manifests: await loadManifestDir(join(ROOT, 'manifests/agents')),
       since: null,
       agent: null,

@@ -30,6 +30,11 @@ export function schemaCheck(input: EngineInput, ctx: EngineContext, view: EvalVi
   }
 
   const output = input.output;
+  const violations = ctx.outputSchema?.(output) ?? null;
+  if (violations !== null) {
+    penalty += c.output_schema_penalty;
+    for (const v of violations) failures.push({ check: 'schema', code: 'output_schema', message: `${v.path} ${v.message} (${v.keyword})`, severity: 'error', path: v.path });
+  }
   let keys = 0;
   for (const k in output) if (Object.prototype.hasOwnProperty.call(output, k)) keys++;
   if (keys === 0) {
