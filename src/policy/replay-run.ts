@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { Manifest } from '../contracts/manifest.js';
 import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { loadGoldenRules } from './golden.js';
+import { compileOutputSchema, type OutputSchemaValidator } from './output-schema.js';
 import { compilePolicySet, type PolicySource } from './pack.js';
 import { policyDifference } from './replay-difference.js';
 import { mergeReplayReports, replay, type ReplayOptions, type ReplayReport } from './replay.js';
@@ -72,12 +73,28 @@ export async function prepareReplay(job: WorkerInput['job']): Promise<{ reader: 
   for (const m of job.manifests) manifests.set(m.agent_id, m.manifest);
   // Registered over the API wins over a file, as in the gateway's ManifestRegistry.
   for (const m of reader.registeredManifests()) manifests.set(m.agent_id, m.manifest);
+  // Compiled once per agent, as the gateway's ManifestRegistry does; a schema this build cannot compile is skipped.
+  const schemas = new Map<string, OutputSchemaValidator | null>();
+  const outputSchema = (agentId: string): OutputSchemaValidator | null => {
+    if (!schemas.has(agentId)) {
+      const declared = manifests.get(agentId)?.output_schema;
+      let v: OutputSchemaValidator | null = null;
+      try {
+        v = declared === undefined ? null : compileOutputSchema(declared);
+      } catch {
+        v = null;
+      }
+      schemas.set(agentId, v);
+    }
+    return schemas.get(agentId)!;
+  };
   return {
     reader,
     options: {
       candidate,
       baseline,
       manifest: (agentId) => manifests.get(agentId) ?? null,
+      outputSchema,
       since: job.since === null ? null : new Date(job.since),
       agent: job.agent,
       examples: job.examples,

@@ -5,7 +5,8 @@ import type { Manifest } from '../contracts/manifest.js';
 import { adversarialCheck } from '../engine/checks/adversarial.js';
 import { policyCheck } from '../engine/checks/policy.js';
 import { evaluate } from '../engine/pipeline.js';
-import type { EngineContext, EngineInput, EngineResult } from '../engine/types.js';
+import type { EngineContext, EngineInput, EngineResult, ExternalDetectorVerdict } from '../engine/types.js';
+import type { OutputSchemaValidator } from './output-schema.js';
 import { buildView } from '../engine/view.js';
 import type { RuleSet } from '../runtime/governor.js';
 import { holdBlockedPreCheck, storedEngineInput, type StoredPayload } from '../runtime/stored-input.js';
@@ -50,6 +51,8 @@ export interface ReplayOptions {
   baseline: RuleSet | null;
   /** The agent's manifest as the engine should see it (today's: files plus registered ones). */
   manifest: (agentId: string) => Manifest | null;
+  /** The agent's compiled `output_schema`, when its manifest declares one. */
+  outputSchema?: (agentId: string) => OutputSchemaValidator | null;
   /** Only rows with a timestamp at or after this instant. */
   since?: Date | null;
   /** Only rows whose agent id matches this picomatch glob. */
@@ -197,6 +200,7 @@ export function replay(rows: Iterable<ReplayRow>, opts: ReplayOptions): ReplayRe
     const v = storedValidation(payload);
     return evaluate(input, {
       manifest: opts.manifest(input.agent_id),
+      outputSchema: opts.outputSchema?.(input.agent_id) ?? null,
       policies: rules.policies,
       golden: rules.golden,
       config: rules.config,
@@ -204,6 +208,8 @@ export function replay(rows: Iterable<ReplayRow>, opts: ReplayOptions): ReplayRe
       reliability: finiteOrNull(v?.historical_reliability),
       killSwitch: { active: false, reason: '' },
       judgeScore: finiteOrNull(v?.judge_score),
+      // The remote classifier's verdict at the time, like the stored reliability: replay asks no one.
+      externalDetector: (payload as { external_detector?: ExternalDetectorVerdict } | null)?.external_detector ?? null,
     });
   };
 
