@@ -9,10 +9,11 @@ export function countsAsExecution(phase: Phase): boolean {
 
 /**
  * An agent's activity is any call it made: validate, pre_check and post_check rows. A decision re-run is an
- * operator's act on an old row, not the agent's activity.
+ * operator's act on an old row, and a policy change (phase `policy`, agent id `gov:policy`) is no agent's
+ * act at all: neither is activity, so neither makes an agent appear in GET /v1/agents.
  */
 export function countsAsActivity(phase: Phase): boolean {
-  return phase !== 'decision';
+  return phase === 'validate' || phase === 'pre_check' || phase === 'post_check';
 }
 
 export function emptyStats(): AgentStats {

@@ -18,7 +18,9 @@ t.test('hostile payloads evaluate quickly and without throwing', async (t) => {
     const t0 = performance.now();
     const r = evaluate(fromValidate(req), ctx);
     const ms = performance.now() - t0;
-    t.ok(ms < 500, `${JSON.stringify(h.slice(0, 8))}: ${ms.toFixed(1)} ms`);
+    // A bound for blow-ups, not a benchmark (bench/engine.js measures speed): a quadratic path on 100 KB takes
+    // many seconds; 2 s leaves room for a loaded CI machine.
+    t.ok(ms < 2000, `${JSON.stringify(h.slice(0, 8))}: ${ms.toFixed(1)} ms`);
     t.type(r.decision.outcome, 'string');
   }
   let deep: unknown = 'leaf';
