@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import picomatch from 'picomatch';
 import { z } from 'zod';
@@ -7,6 +7,7 @@ import { compileCondition, ConditionSchema, parsePath, resolve, type CompiledCon
 import { compileUserPattern, type TextMatcher } from './detectors.js';
 import { PolicyLoadError, zodProblems } from './errors.js';
 import { parseYaml } from './pack.js';
+import { yamlFileNames } from './yaml-files.js';
 import { SEVERITIES, type Severity } from './policy-set.js';
 
 /** YAML reads `version: 2` or `version: 1.1` as numbers; accept them as their text (quote versions like "1.10"). */
@@ -226,7 +227,6 @@ export function compileGoldenSet(origin: string, text: string): GoldenSet {
   return compileGoldenSources([{ origin, text }]);
 }
 
-const YAML_FILE = /\.ya?ml$/i;
 
 /**
  * The golden rules of a manifest directory: every `golden/*.yaml` / `*.yml`, plus the legacy single file
@@ -238,10 +238,7 @@ export async function loadGoldenRules(manifestDir: string): Promise<GoldenSet> {
   const dir = join(manifestDir, 'golden');
   let names: string[] = [];
   try {
-    names = (await readdir(dir, { withFileTypes: true }))
-      .filter((d) => d.isFile() && YAML_FILE.test(d.name))
-      .map((d) => d.name)
-      .sort();
+    names = await yamlFileNames(dir);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new PolicyLoadError(dir, [`cannot read golden directory: ${(e as Error).message}`]);
   }

@@ -1,19 +1,12 @@
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PolicyLoadError } from './errors.js';
 import { compilePolicySet, type PolicySource } from './pack.js';
 import type { PolicySet } from './policy-set.js';
-
-const YAML_FILE = /\.ya?ml$/i;
+import { yamlFileNames } from './yaml-files.js';
 
 export async function readYamlDir(dir: string): Promise<PolicySource[]> {
-  const entries = (await readdir(dir, { withFileTypes: true })).filter((d) => YAML_FILE.test(d.name));
-  const names: string[] = [];
-  for (const d of entries) {
-    // A Kubernetes ConfigMap mounts each key as a symlink into its `..data` directory: follow links to files.
-    if (d.isFile() || (d.isSymbolicLink() && (await stat(join(dir, d.name)).then((s) => s.isFile(), () => false)))) names.push(d.name);
-  }
-  names.sort();
+  const names = await yamlFileNames(dir);
   return Promise.all(
     names.map(async (name) => {
       const location = join(dir, name);

@@ -1,11 +1,11 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ManifestFile, type Manifest } from '../contracts/manifest.js';
 import { compileOutputSchema, type OutputSchemaValidator } from './output-schema.js';
 import { PolicyLoadError, zodProblems } from './errors.js';
 import { parseYaml } from './pack.js';
+import { yamlFileNames } from './yaml-files.js';
 
-const YAML_FILE = /\.ya?ml$/i;
 
 /**
  * Reads manifests/agents/*.yaml (one agent per file, validated by ManifestFile). A missing directory gives
@@ -21,10 +21,7 @@ export interface ManifestFromFile {
 export async function loadManifestDir(dir: string): Promise<ManifestFromFile[]> {
   let names: string[];
   try {
-    names = (await readdir(dir, { withFileTypes: true }))
-      .filter((d) => d.isFile() && YAML_FILE.test(d.name))
-      .map((d) => d.name)
-      .sort();
+    names = await yamlFileNames(dir);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw new PolicyLoadError(dir, [`cannot read manifest directory: ${(e as Error).message}`]);
