@@ -6,7 +6,7 @@
  * do not fire while real values do.
  */
 import type { TextMatcher } from './detectors.js';
-import { firstOf, lower, mayHoldToken, memo, validated } from './validated-detectors.js';
+import { firstOf, isJwt, lower, mayHoldToken, memo, validated } from './validated-detectors.js';
 
 /** Shannon entropy of `s` in bits per character. */
 export function shannonEntropy(s: string): number {
@@ -63,10 +63,23 @@ function isCode(value: string): boolean {
   return parts.length > 1 && parts.every((p) => /^[A-Za-z_$][A-Za-z_$]*\d{0,2}$|^[A-Z][A-Z0-9_]*$/.test(p));
 }
 
-/** The body of a prefixed token (after `sk-`, `ghp_`…): random characters, not a stand-in. */
+/**
+ * The body of a prefixed token (after `sk-`, `ghp_`, `hf_`…): random characters, not a stand-in. Random
+ * base62 bodies usually hold a digit, but not always (a Hugging Face token is often 34 letters): a body of
+ * letters alone counts when it mixes cases and its entropy is that of a random string, not of a word.
+ */
 function tokenBody(body: string, minLength: number): boolean {
-  return body.length >= minLength && !isPlaceholder(body) && /\d/.test(body) && /[A-Za-z]/.test(body);
+  if (body.length < minLength || isPlaceholder(body) || !/[A-Za-z]/.test(body)) return false;
+  if (/\d/.test(body)) return true;
+  return /[a-z]/.test(body) && /[A-Z]/.test(body) && shannonEntropy(body) >= 3.5;
 }
+
+/**
+ * Labels that say a run of hex is a digest or an id, not a key: `md5 …`, `sha256: …`, `ETag: "…"`,
+ * `checksum=…`, `commit …`. The hex-only provider formats (Twilio `SK…`, Mailgun `key-…`, Mailchimp
+ * `…-us21`, Shopify, DigitalOcean) stand down after one.
+ */
+const HASH_LABEL = /(?:^|[^a-z])(?:md5|sha-?(?:1|224|256|384|512)?|checksum|digest|hash|etag|commit|fingerprint|crc32|uuid|guid|trace[ _-]?id|request[ _-]?id)["']?\s{0,3}(?:sum)?\s{0,3}[:=#]?\s{0,3}["']?$/;
 
 // --- Provider tokens by prefix, alphabet and length -------------------------------------------------------
 
@@ -79,6 +92,10 @@ interface Format {
   minBody: number;
   /** A format whose random part may hold `+` or `/` (base64), so it has no long run of token characters. */
   base64?: boolean;
+  /** A format whose random part may be letters only (no digit), so mayHoldToken() cannot pre-screen it. */
+  letters?: boolean;
+  /** A body of hex digits only: a digest labelled as one (HASH_LABEL) is not this token. */
+  hex?: boolean;
 }
 
 const f = (hints: readonly string[] | RegExp, re: RegExp, prefix: number, minBody = 16): Format => ({ hints, re, prefix, minBody });
@@ -99,17 +116,17 @@ const PROVIDER_FORMATS: readonly Format[] = [
   f(['npm_'], /(?<![\w-])npm_[A-Za-z0-9]{36}(?![\w-])/, 4), // npm
   f(['pypi-'], /(?<![\w-])pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}/, 5), // PyPI
   f(['SG.'], /(?<![\w-])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![\w-])/, 3), // SendGrid
-  f(['SK'], /(?<![\w-])SK[0-9a-f]{32}(?![\w-])/, 2), // Twilio API key
-  f(['hf_'], /(?<![\w-])hf_[A-Za-z0-9]{34,40}(?![\w-])/, 3), // Hugging Face
-  f(['shp'], /(?<![\w-])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![\w-])/, 6), // Shopify
-  f(['dop_v1_'], /(?<![\w-])dop_v1_[a-f0-9]{64}(?![\w-])/, 7), // DigitalOcean
+  { ...f(['SK'], /(?<![\w./:-])SK[0-9a-f]{32}(?![\w-])/, 2), hex: true }, // Twilio API key
+  { ...f(['hf_'], /(?<![\w-])hf_[A-Za-z0-9]{34,40}(?![\w-])/, 3), letters: true }, // Hugging Face
+  { ...f(['shp'], /(?<![\w-])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![\w-])/, 6), hex: true }, // Shopify
+  { ...f(['dop_v1_'], /(?<![\w-])dop_v1_[a-f0-9]{64}(?![\w-])/, 7), hex: true }, // DigitalOcean
   f(['ATATT3'], /(?<![\w-])ATATT3[A-Za-z0-9_=-]{60,200}/, 6), // Atlassian
   f(['github_pat_'], /(?<![\w-])github_pat_[A-Za-z0-9_]{82}(?![\w-])/, 11), // GitHub fine-grained
   f(/\.[\w-]{6}\./, /(?<![\w-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![\w-])/, 0, 40), // Discord bot token
   f([':AA'], /(?<![\w:-])(?:bot)?\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])/, 0, 20), // Telegram bot token
   f(['sq0atp-', 'sq0csp-', 'EAAA'], /(?<![\w-])(?:sq0atp-[A-Za-z0-9_-]{22}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60})(?![\w-])/, 4), // Square
-  f(['key-'], /(?<![\w-])key-[0-9a-f]{32}(?![\w-])/, 4), // Mailgun
-  f(['-us'], /(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])/, 0), // Mailchimp
+  { ...f(['key-'], /(?<![\w-])key-[0-9a-f]{32}(?![\w-])/, 4), hex: true }, // Mailgun
+  { ...f(['-us'], /(?<![\w./:-])[0-9a-f]{32}-us\d{1,2}(?![\w-])/, 0), hex: true }, // Mailchimp
   { ...f(['AccountKey='], /AccountKey=[A-Za-z0-9+/]{86}==/, 11, 40), base64: true }, // Azure storage account key
   f(['lin_api_', 'ntn_', 'PMAK-', 'hvs.', 'dp.pt.', 'gsk_', 'r8_', 'pplx-', 'xai-'], /(?<![\w-])(?:lin_api_[A-Za-z0-9]{40}|ntn_[A-Za-z0-9]{40,50}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|hvs\.[A-Za-z0-9_-]{24,100}|dp\.pt\.[A-Za-z0-9]{43}|gsk_[A-Za-z0-9]{52}|r8_[A-Za-z0-9]{37}|pplx-[A-Za-z0-9]{48}|xai-[A-Za-z0-9]{70,90})(?![\w-])/, 0, 20), // Linear, Notion, Postman, Vault, Doppler, Groq, Replicate, Perplexity, xAI
 ];
@@ -122,12 +139,12 @@ function formatsMatcher(label: string, formats: readonly Format[]): TextMatcher 
       let best = -1;
       const run = mayHoldToken(text);
       for (const x of compiled) {
-        if (!run && x.base64 !== true) continue;
+        if (!run && x.base64 !== true && x.letters !== true) continue;
         if (x.hints instanceof RegExp ? !x.hints.test(text) : !x.hints.some((h) => text.includes(h))) continue;
         let n = 0;
         for (const m of text.matchAll(x.re)) {
           if (best !== -1 && m.index >= best) break;
-          if (tokenBody(m[0].slice(x.prefix), x.minBody)) {
+          if (tokenBody(m[0].slice(x.prefix), x.minBody) && !(x.hex === true && HASH_LABEL.test(text.slice(Math.max(0, m.index - 24), m.index).toLowerCase()))) {
             best = m.index;
             break;
           }
@@ -156,6 +173,7 @@ const NOT_CREDENTIAL_CAMEL = /[a-z0-9](?:Page|Next|Prev|Continuation|Sync|Cursor
 function credentialAt(m: RegExpMatchArray, text: string): boolean {
   const value = m[1].replace(/[.)]+$/, '');
   if (!looksLikeSecret(value)) return false;
+  if (namedByFormat(value)) return false;
   // The name's qualifier, read backwards: `next_page_token`, `max_tokens`, `publishable_key` are not secrets.
   const prefix = text.slice(Math.max(0, m.index! - 32), m.index!);
   // (The credential word must end the name: the pattern requires the separator right after it, so
@@ -168,6 +186,7 @@ const AUTHORIZATION = /\bauthorization["']?[ \t]{0,4}[:=][ \t]{0,4}["']?(?:beare
 
 function authorizationAt(m: RegExpMatchArray): boolean {
   const value = m[1];
+  if (namedByFormat(value)) return false;
   return looksLikeSecret(value) || (value.startsWith('eyJ') && value.length >= 20 && !isPlaceholder(value));
 }
 
@@ -185,17 +204,25 @@ const credentialHint = (t: string) => {
  * `process.env.X`) nor the start of a sentence ("Password: must be at least 12 characters").
  */
 const PASSWORD_ASSIGNMENT =
-  /(?<![a-z0-9])(?:password|passwort|kennwort|passwd|pwd|pass|passphrase|contraseña|contrasena|mot de passe|senha|parola d'ordine)["']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}["']?([^\s"',;]{1,256})([ \t]{1,4}[a-z]{2,})?/gi;
+  /(?<![a-z0-9])(?:password|passwort|kennwort|passwd|pwd|pass|passphrase|contraseña|contrasena|mot de passe|senha|parola d'ordine|wachtwoord|hasło|haslo|пароль|パスワード|密码|密碼)["']?[ \t]{0,4}(?::=|=>|[:=：])[ \t]{0,4}["'「“]?([^\s"',;」”。、，]{1,256})([ \t]{1,4}[a-z]{2,})?/gi;
 
 /**
  * "Your temporary password is Xk9#…", "Su contraseña es …", "Das Passwort ist …": the sentence form, which
  * reads like prose, so its value must look like a password (a letter and a digit or symbol, 6+ characters).
  */
 const PASSWORD_SENTENCE =
-  /(?<![a-z0-9])(?:password|passwort|kennwort|passphrase|contraseña|contrasena|mot de passe|senha)[ \t]{1,4}(?:is|es|est|ist|é|era|was)[ \t]{1,4}["'“]?([^\s"',;”]{6,256})/gi;
+  /(?<![a-z0-9])(?:password|passwort|kennwort|passphrase|contraseña|contrasena|mot de passe|senha|wachtwoord|hasło|haslo)[ \t]{1,4}(?:is|es|est|c'est|c’est|ist|é|è|era|was|jest|to)[ \t]{1,4}["'“]?([^\s"',;”]{6,256})/gi;
+
+/**
+ * Russian, Japanese and Chinese write the password straight after the word: "пароль Xk9#…", "パスワードは
+ * Xk9#…", "密码是Xk9#…". With no separator the value must look like a password (passwordSentenceAt), which
+ * keeps "пароль должен содержать 12 символов" and "パスワードは12文字以上" out (no Latin letter and digit).
+ */
+const PASSWORD_BARE =
+  /(?:пароль|パスワード|密码|密碼)(?:[ \t]{0,4}(?:は|是|为|為|это|—|-)[ \t]{0,4}|[ \t]{1,4})["'「“]?([^\s"',;」”。、，]{6,256})/gi;
 
 function passwordSentenceAt(m: RegExpMatchArray): boolean {
-  const value = m[1].replace(/[.)!—]+$/, '');
+  const value = m[1].replace(/[.)!—。]+$/, '');
   if (value.length < 6 || !/[A-Za-z]/.test(value) || !/[\d!@#$%^&*_+=?~-]/.test(value)) return false;
   return !isPlaceholder(value) && !isCode(value) && !PASSWORD_STAND_IN.test(value);
 }
@@ -223,6 +250,8 @@ function passwordAt(m: RegExpMatchArray): boolean {
   if (/^[*<[]/.test(value)) return false;
   if (/^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$/.test(value)) return false; // the name of a variable holding it
   if (isCode(value)) return false;
+  // "密码：至少12个字符", "пароль: обязателен": a value in kana, CJK or Cyrillic words is a sentence, not a password.
+  if (/[\u3040-\u9fff\uff01-\uff60]/.test(value) || /^[\u0400-\u04ff]+$/.test(value)) return false;
   // Prose: "Password: reset it from…", "Password: must be at least…": a lower-case word followed by more words.
   if (m[2] !== undefined && /^[a-z]+$/.test(value)) return false;
   return true;
@@ -230,7 +259,10 @@ function passwordAt(m: RegExpMatchArray): boolean {
 
 const passwordHint = (t: string) => {
   const l = lower(t);
-  return l.includes('pass') || l.includes('pwd') || l.includes('kennwort') || l.includes('contrase') || l.includes('senha') || l.includes('parola');
+  return (
+    l.includes('pass') || l.includes('pwd') || l.includes('kennwort') || l.includes('contrase') || l.includes('senha') || l.includes('parola') ||
+    l.includes('wachtwoord') || l.includes('hasło') || l.includes('haslo') || l.includes('пароль') || l.includes('パスワード') || l.includes('密码') || l.includes('密碼')
+  );
 };
 
 // --- Connection strings ------------------------------------------------------------------------------------
@@ -266,21 +298,36 @@ const puttyAt = (m: RegExpMatchArray, text: string) => PUTTY_PRIVATE.test(text.s
 /** OpenAI (`sk-…`, `sk-proj-…`, `sk-svcacct-…`, `sk-admin-…`) and Anthropic (`sk-ant-api03-…`, `sk-ant-admin01-…`) keys. */
 const SK = /(?<![\w-])sk-(?:(?:proj|svcacct|admin|None)-|ant-(?:api|admin|sid)\d\d-)?([A-Za-z0-9_-]{20,400})/g;
 
+const AWS_ACCESS_KEY = validated('AWS access key', /(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![A-Z0-9])/, (m) => !/(.)\1{4}/.test(m[0]), (t) => /A(?:KI|SI|BI|CC)A/.test(t));
+const SK_API_KEY = validated('sk- API key', SK, (m) => tokenBody(m[1], 20), (t) => mayHoldToken(t) && t.includes('sk-'));
+const GITHUB_TOKEN = validated('GitHub token', /(?<![\w])gh[pousr]_([A-Za-z0-9]{36,255})/, (m) => tokenBody(m[1], 36), (t) => mayHoldToken(t) && t.includes('gh'));
+const PROVIDER_TOKEN = formatsMatcher('provider API token', PROVIDER_FORMATS);
+const JWT_VALUE = /^eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*$/;
+
+/**
+ * Whether an assigned value is itself a token a specific detector names (aws_access_key, sk_api_key,
+ * github_token, provider_token, jwt): `api_key="sk-proj-…"`, `_authToken=npm_…`, `"access_token": "eyJ…"`.
+ * secret_assignment then stands down, so one secret is reported once, by its most specific detector.
+ * (The unmemoised matchers are used, so this does not disturb the per-text caches of the named detectors.)
+ */
+function namedByFormat(value: string): boolean {
+  if (JWT_VALUE.test(value) && isJwt(value)) return true;
+  return AWS_ACCESS_KEY.find(value) !== -1 || SK_API_KEY.find(value) !== -1 || GITHUB_TOKEN.find(value) !== -1 || PROVIDER_TOKEN.find(value) !== -1;
+}
+
 export const SECRET_DETECTORS: ReadonlyArray<[string, TextMatcher]> = ([
-  [
-    'aws_access_key',
-    validated('AWS access key', /(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![A-Z0-9])/, (m) => !/(.)\1{4}/.test(m[0]), (t) => /A(?:KI|SI|BI|CC)A/.test(t)),
-  ],
-  ['sk_api_key', validated('sk- API key', SK, (m) => tokenBody(m[1], 20), (t) => mayHoldToken(t) && t.includes('sk-'))],
-  ['github_token', validated('GitHub token', /(?<![\w])gh[pousr]_([A-Za-z0-9]{36,255})/, (m) => tokenBody(m[1], 36), (t) => mayHoldToken(t) && t.includes('gh'))],
+  ['aws_access_key', AWS_ACCESS_KEY],
+  ['sk_api_key', SK_API_KEY],
+  ['github_token', GITHUB_TOKEN],
   ['private_key', firstOf('private key', [validated('PEM private key', PEM, () => true, (t) => t.includes('PRIVATE KEY')), validated('PuTTY private key', PUTTY, puttyAt, (t) => t.includes('PuTTY-User-Key'))])],
-  ['provider_token', formatsMatcher('provider API token', PROVIDER_FORMATS)],
+  ['provider_token', PROVIDER_TOKEN],
   ['connection_string', validated('connection string with a password', CONNECTION, connectionAt, (t) => t.includes('://'))],
   [
     'password_assignment',
     firstOf('password assignment', [
       validated('password assignment', PASSWORD_ASSIGNMENT, passwordAt, passwordHint),
       validated('password sentence', PASSWORD_SENTENCE, passwordSentenceAt, passwordHint),
+      validated('password without separator', PASSWORD_BARE, passwordSentenceAt, passwordHint),
       validated('password flag', PASSWORD_FLAG, passwordValueAt, (t) => t.includes('--pass')),
       validated('password key/value', PASSWORD_KEY_VALUE, passwordValueAt, (t) => t.includes('value=')),
     ]),

@@ -202,6 +202,7 @@ const CARD_CANDIDATE = /(?<![\d-])(?:\d{12,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(
 
 function cardAt(m: RegExpMatchArray, text: string): boolean {
   if (labelledAsId(text, m.index!)) return false;
+  if (insideIban(text, m.index!, m.index! + m[0].length)) return false;
   if (isCardNumber(m[0])) return true;
   // A trailing group may be the next token ("4111 1111 1111 1111 04/26"): try the number without it.
   const cut = m[0].search(/[ -]\d{1,3}$/);
@@ -239,6 +240,27 @@ export function isIban(candidate: string): boolean {
     rest = v > 9 ? (rest * 100 + v) % 97 : (rest * 10 + v) % 97;
   }
   return rest === 1;
+}
+
+const IBAN_START = /(?<![A-Z0-9])[A-Z]{2}\d{2}/gi;
+
+/**
+ * Whether the digits at [start, end) are part of a valid IBAN that begins shortly before them
+ * (`PT50 0002 0123 1234 5678 9015 4`: the groups of four after the check digits look like a card). Only the
+ * 40 characters before the candidate are searched for the country code, so the check is bounded.
+ */
+function insideIban(text: string, start: number, end: number): boolean {
+  const from = Math.max(0, start - 40);
+  const back = text.slice(from, start);
+  for (const h of back.matchAll(IBAN_START)) {
+    const at = from + h.index;
+    const length = IBAN_LENGTHS[h[0].slice(0, 2).toUpperCase()];
+    if (length === undefined) continue;
+    let e = at;
+    for (let n = 0; e < text.length && n < length; e++) if (text[e] !== ' ') n++;
+    if (e >= end && isIban(text.slice(at, e))) return true;
+  }
+  return false;
 }
 
 /** A JSON Web Token: a base64url header that decodes to JSON naming an `alg`, a payload, and a signature part. */
@@ -282,10 +304,21 @@ const NOT_AN_ADDRESS = /(?:^|[^a-z])(?:version|ver|v|build|release|rel|firmware|
 const ADDRESS_WORD = /^(?:from|at|ip|ips|ipv4|address|addr|host|hostname|server|client|source|src|dst|dest|destination|gateway|gw|peer|remote|origin|proxy|dns|resolver|to|via|on|by|for|allow|block|blocked|ban|banned|whitelist|allowlist|denylist|blacklist|nat|vpn|public|private|internal|external|sender|user|router|device|login|sign-in|attacker|endpoint|node|machine|instance|vm|bastion|subnet)$/i;
 const CAPITALISED_WORD = /(?:^|[\s(])([A-Z][a-z][A-Za-z-]{1,20}) $/;
 
+/**
+ * A software change named before the dotted quad: "upgraded from 10.2.14.3", "rolled back to 4.1.0.2",
+ * "updated the agent to 2.3.0.1", and the second of a pair, "upgraded from 10.2.14.3 to 10.2.15.0". Only
+ * `from`/`to` (or von/auf, de/vers/à, de/a/para, van/naar; optionally "version"/"v") may sit between the last word and the number, so "updated the
+ * firewall to block 10.2.14.3" and "connection from 10.2.14.3" stay addresses. Read on the 64 characters
+ * before the candidate, so the pattern runs on a bounded string.
+ */
+const VERSION_CHANGE =
+  /(?:^|[^a-z])(?:upgrad(?:e|ed|es|ing)|updat(?:e|ed|es|ing)|aktualisier\w{0,4}|actualis\w{0,5}|downgrad(?:e|ed|es|ing)|roll(?:ed|s|ing)?[ -]?back|rollback|revert(?:ed|s|ing)?|bump(?:ed|s|ing)?|pinn?(?:ed|ing)?|releas(?:e|ed|es))(?: [a-z-]{1,20}){0,3} (?:from|to|von|auf|de|vers|à|a|para|naar|van)(?: version| v)?\.? ?(?:v?\d{1,4}(?:\.\d{1,4}){1,3} (?:to|auf|à|a|para|naar|->|→) ?(?:version |v)?)?$/;
+
 function ipAt(m: RegExpMatchArray, text: string): boolean {
   if (!isIpAddress(m[0])) return false;
   const ctx = text.slice(Math.max(0, m.index! - 24), m.index!);
   if (NOT_AN_ADDRESS.test(ctx.toLowerCase())) return false;
+  if (!m[0].includes(':') && VERSION_CHANGE.test(before(text, m.index!, 64))) return false;
   if (m[0].includes(':')) return true; // versions are dotted, never IPv6
   const word = CAPITALISED_WORD.exec(ctx);
   return word === null || ADDRESS_WORD.test(word[1]);
@@ -373,6 +406,11 @@ function ssnAt(m: RegExpMatchArray, text: string): boolean {
 const TLDS: ReadonlySet<string> = new Set((require('tlds') as string[]).map((t) => t.toLowerCase()));
 
 const PLACEHOLDER_EMAIL_LOCAL = /^(?:you|your[._-]?\w*|user|username|name|someone|somebody|email|e-mail|me|firstname\.?lastname|first\.?last)$/i;
+/**
+ * Domains reserved for documentation and testing (RFC 2606, RFC 6761): an address there names nobody, so
+ * `alice@example.org` or `ops@build.test` is an example, not personal data.
+ */
+const DOCUMENTATION_DOMAIN = /(?:^|\.)example\.(?:com|org|net)$|\.(?:example|test|invalid|localhost)$/i;
 const PLACEHOLDER_EMAIL_DOMAIN = /^(?:example\.(?:com|org|net)|(?:your[-_]?)?domain\.com|(?:your[-_]?)?company\.com|email\.com)$/i;
 
 /**
@@ -390,6 +428,7 @@ export function isEmailAddress(local: string, domain: string): boolean {
   if (labels.some((l) => l.startsWith('-') || l.endsWith('-'))) return false;
   const tld = labels[labels.length - 1];
   if (!TLDS.has(tld) && !tld.startsWith('xn--')) return false;
+  if (DOCUMENTATION_DOMAIN.test(domain)) return false;
   return !(PLACEHOLDER_EMAIL_LOCAL.test(local) && PLACEHOLDER_EMAIL_DOMAIN.test(domain));
 }
 

@@ -98,7 +98,7 @@ t.test('a US SSN escalates', async (t) => {
 
 t.test('an e-mail address lowers the policy score', async (t) => {
   const base = await run();
-  const r = await run(withOutput({ answer: 'Order 1234 has shipped. Questions: help@example.com', sources: ['lookup_order'] }));
+  const r = await run(withOutput({ answer: 'Order 1234 has shipped. Questions: help@acme-corp.com', sources: ['lookup_order'] }));
   t.equal(r.validation.policy_score, 85);
   t.ok(r.validation.final_confidence < base.validation.final_confidence);
   t.equal(r.decision.outcome, 'approve');

@@ -27,7 +27,7 @@ rules:
     effect: flag
 `;
 
-const EMAIL = 'jane.doe@example.com';
+const EMAIL = 'jane.doe@acme-corp.com';
 const CARD = '4111 1111 1111 1111';
 
 t.test('mask: the row holds the masked text, the caller gets the usual answer, the chain verifies', async (t) => {

@@ -60,7 +60,7 @@ t.test('new effects and targets through evaluate and validate', async (t) => {
   t.same(okBody.matched, []);
   t.match(okBody.policy_version, /^language@2\.0\.0#/);
 
-  const uncited = await evaluate({ validate: { ...base, output: { answer: 'Order 1234 shipped.', items: [{ contact: 'jane.doe@example.com' }] } } });
+  const uncited = await evaluate({ validate: { ...base, output: { answer: 'Order 1234 shipped.', items: [{ contact: 'jane.doe@acme-corp.com' }] } } });
   t.equal(uncited.outcome, 'request_evidence');
   t.match(uncited.matched, [
     { id: 'cite-sources', effect: 'request_evidence', path: 'output:answer', detector: /text/ },

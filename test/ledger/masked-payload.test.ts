@@ -5,13 +5,13 @@ import { maskPayload } from '../../src/ledger/masked-payload.js';
 
 t.test('every occurrence is masked, the rest is kept, the input is not modified', async (t) => {
   const request = {
-    request: { input: 'mail jane@example.com', metadata: { 'jane@example.com': true, n: 42 } },
-    execution: { tools_called: [{ name: 'send', arguments: JSON.stringify({ to: 'jane@example.com', note: 'line "one"\nline two' }) }] },
-    output: { answer: 'sent to jane@example.com and jane@example.com', card: 4111111111111111, count: 4111 },
+    request: { input: 'mail jane@acme-corp.com', metadata: { 'jane@acme-corp.com': true, n: 42 } },
+    execution: { tools_called: [{ name: 'send', arguments: JSON.stringify({ to: 'jane@acme-corp.com', note: 'line "one"\nline two' }) }] },
+    output: { answer: 'sent to jane@acme-corp.com and jane@acme-corp.com', card: 4111111111111111, count: 4111 },
   };
   const before = JSON.stringify(request);
   const masks = [
-    { text: 'jane@example.com', rule: 'pii-email' },
+    { text: 'jane@acme-corp.com', rule: 'pii-email' },
     { text: '4111111111111111', rule: 'pii-card' },
     { text: 'line "one"\nline two', rule: 'secret-note' },
   ];
@@ -24,7 +24,7 @@ t.test('every occurrence is masked, the rest is kept, the input is not modified'
   t.equal(out.output.answer, 'sent to [masked:pii-email] and [masked:pii-email]');
   t.equal(out.output.card, '[masked:pii-card]', 'a number equal to the match is masked');
   t.equal(out.output.count, 4111, 'a number is never masked by digits it shares');
-  t.notMatch(JSON.stringify(out), 'jane@example.com');
+  t.notMatch(JSON.stringify(out), 'jane@acme-corp.com');
 });
 
 t.test('nothing to mask: the same value back', async (t) => {

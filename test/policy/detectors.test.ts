@@ -111,7 +111,7 @@ t.test('detectors find what they should and leave look-alikes alone', async (t) 
       ],
     },
     email: {
-      yes: ['mail help@example.com now', 'first.last+tag@sub.example.co.uk', 'email: a@b.io', 'mailto:jane.roe@web.de?subject=x', 'https://crm.example.com/search?email=jane@acme-corp.com'],
+      yes: ['mail help@acme-corp.com now', 'first.last+tag@sub.example.co.uk', 'email: a@b.io', 'mailto:jane.roe@web.de?subject=x', 'https://crm.example.com/search?email=jane@acme-corp.com'],
       no: [
         'user@localhost',
         'not an @ sign',
@@ -125,6 +125,12 @@ t.test('detectors find what they should and leave look-alikes alone', async (t) 
         'amqp://worker:pw123@mq.internal.com:5672',
         'a..b@example.com',
         'you@example.com',
+        // RFC 2606 / RFC 6761 documentation domains name nobody
+        'write to alice@example.org or bob@example.net',
+        'ops@ci.example.com',
+        'ops@build.test and root@host.invalid',
+        'dev@app.example',
+        'admin@portal.localhost',
         'name@domain.com',
       ],
     },
@@ -176,9 +182,10 @@ t.test('detectors find what they should and leave look-alikes alone', async (t) 
         'Authorization: Bearer Au0lv_YD8qZaczlGI-HpFJwK9_DiL6PbMs7Iu',
         'Authorization: Basic dXNlcjpTM2NyM3RQYXNzd29yZDEyMw==',
         'Your API key: 8514b1a615266f6ad46dfc86814b28ff',
-        '//registry.npmjs.org/:_authToken=npm_9GpiefXSoQ5dIopaVxq8sMXjDVmLBDWaTXyJ',
       ],
       no: [
+        // A value a specific format detector names is reported once, by that detector.
+        '//registry.npmjs.org/:_authToken=npm_9GpiefXSoQ5dIopaVxq8sMXjDVmLBDWaTXyJ',
         'api_key: <your-key>',
         'token: YOUR_TOKEN_HERE',
         'API_KEY=${API_KEY}',
@@ -235,6 +242,80 @@ t.test('detectors find what they should and leave look-alikes alone', async (t) 
   }
 });
 
+t.test('look-alikes from other formats: IBAN groups, versions, documentation domains, hashes', async (t) => {
+  const cases: Array<[string, string, boolean]> = [
+    // An IBAN in groups of four holds a Luhn-valid, Visa-shaped run of 16 digits: it is an IBAN, not a card.
+    ['credit_card', 'IBAN: PT21 4010 9281 5901 3962 4595 7', false],
+    ['iban', 'IBAN: PT21 4010 9281 5901 3962 4595 7', true],
+    ['credit_card', 'Przelew na PL45 4180 5888 7180 3340 1878 0175 do piątku', false],
+    ['credit_card', 'Virement vers FR61 4261 4014 1931 4170 5864 920 reçu', false],
+    // ...but a card next to an IBAN, or one after a country code whose IBAN check fails, is still a card.
+    ['credit_card', 'IBAN DE89 3704 0044 0532 0130 00, card 4111 1111 1111 1111', true],
+    ['credit_card', 'PT22 4010 9281 5901 3962 4595 7', true],
+    // A dotted quad after a software change is a version.
+    ['ip_address', 'Upgraded from 10.2.14.3 to 10.2.15.0 overnight', false],
+    ['ip_address', 'We rolled back to 4.1.0.2 after the outage', false],
+    ['ip_address', 'the agent was updated last night from 3.9.1.4 to 3.9.2.0', false],
+    ['ip_address', 'Downgraded to version 2.0.7.1', false],
+    ['ip_address', 'connection from 10.2.14.3 refused', true],
+    ['ip_address', 'Client IP 10.2.14.3', true],
+    ['ip_address', 'updated the firewall to block 10.2.14.3', true],
+    ['ip_address', 'traffic from 10.2.14.3 to 10.2.15.9 dropped', true],
+    // Reserved documentation domains (RFC 2606, RFC 6761).
+    ['email', 'reach alice@example.org or user@example.com', false],
+    ['email', 'maria.lopez@acme-corp.com', true],
+    ['email', 'alice@example.com.br', true],
+    // Hex-only provider formats: a boundary before the prefix, and a digest labelled as one is not a key.
+    ['provider_token', 'MAILCHIMP_API_KEY=3f9c2a7d1e8b4c6a9f0d2e5b7a1c3d4f-us21', true],
+    ['provider_token', 'md5: 3f9c2a7d1e8b4c6a9f0d2e5b7a1c3d4f-us21', false],
+    ['provider_token', 'TWILIO_API_KEY=SK2f9c8a7d1e8b4c6a9f0d2e5b7a1c3d4f', true],
+    ['provider_token', 'GET /Keys/SK2f9c8a7d1e8b4c6a9f0d2e5b7a1c3d4f.json', false],
+    ['provider_token', 'TASK2f9c8a7d1e8b4c6a9f0d2e5b7a1c3d4f', false],
+    // A Hugging Face token may be letters only.
+    ['provider_token', 'Mon token Hugging Face : 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', true],
+    ['provider_token', 'hf_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', false],
+    ['provider_token', 'hf_thisisjustalongidentifiernameokay', false],
+    // One secret, one report: secret_assignment stands down for a value a format detector names.
+    ['secret_assignment', 'api_key="sk-proj-Ab3dEf5hIj7kLm9nOp1qRs3tUv5wXy7z"', false],
+    ['sk_api_key', 'api_key="sk-proj-Ab3dEf5hIj7kLm9nOp1qRs3tUv5wXy7z"', true],
+    ['secret_assignment', '{"access_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"}', false],
+    ['secret_assignment', 'aws_secret_access_key = SLCJAwRrUDxwDQylhcvTySqfE3Xo68U3KF6rMy4N', true],
+    ['secret_assignment', 'access_token: eyJnotreallyajwt0123456789', true],
+  ];
+  for (const [name, text, fires] of cases) t.equal(find(name, text), fires, `${name} ${fires ? 'finds' : 'ignores'} ${JSON.stringify(text)}`);
+});
+
+t.test('passwords in the languages support traffic arrives in, not their rules', async (t) => {
+  const yes = [
+    "mon mot de passe c'est Tr0ub4dor&3",
+    'пароль: Kx9#mPq2vL',
+    'мой пароль Kx9#mPq2vL',
+    'パスワード: Kx9#mPq2vL',
+    'パスワードは Kx9#mPq2vL です',
+    '密码：Kx9#mPq2vL',
+    '密碼: Kx9#mPq2vL',
+    'la password è Kx9#mPq2vL',
+    'wachtwoord: Kx9#mPq2vL',
+    'hasło: Kx9#mPq2vL',
+    'mi contraseña es Kx9#mPq2vL',
+    'mein Passwort ist Kx9#mPq2vL',
+    'minha senha é Kx9#mPq2vL',
+  ];
+  const no = [
+    'пароль должен содержать не менее 12 символов',
+    'пароль: обязателен',
+    'パスワードは12文字以上にしてください',
+    '密码：至少12个字符',
+    'wachtwoord: ********',
+    'hasło: <twoje hasło>',
+    'la password è obbligatoria',
+    'the password must be 12 characters',
+    "mon mot de passe c'est changeme",
+  ];
+  for (const s of yes) t.ok(find('password_assignment', s), `finds ${JSON.stringify(s)}`);
+  for (const s of no) t.notOk(find('password_assignment', s), `ignores ${JSON.stringify(s)}`);
+});
+
 t.test('detectors stay linear on hostile input', async (t) => {
   const hostile = [
     'a'.repeat(100_000),
@@ -277,6 +358,14 @@ t.test('detectors stay linear on hostile input', async (t) => {
     '-----BEGIN '.repeat(9_000),
     'AKIA'.repeat(25_000),
     'x@y.' + 'b-'.repeat(50_000),
+    'PT21 4010 9281 5901 3962 '.repeat(4_000),
+    'upgraded from 1.2.3.4 to '.repeat(4_000),
+    'пароль '.repeat(14_000),
+    'パスワードは '.repeat(14_000),
+    '密码：'.repeat(30_000),
+    'hf_' + 'aB'.repeat(50_000),
+    '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 '.repeat(2_500),
+    'api_key=sk-proj-Ab3dEf5hIj7kLm9nOp1q '.repeat(2_500),
   ];
   // The phone detector loads libphonenumber-js's metadata on first use (~80 ms, once per process): load it
   // before timing, so the figures measure the input, not the load.

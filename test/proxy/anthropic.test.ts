@@ -163,7 +163,7 @@ t.test("what Anthropic's own tools hand back is checked like any tool result", a
 });
 
 t.test('streaming: an undeclared tool use never leaves; a declared one does', async (t) => {
-  reply = () => ({ sse: anthropicStream('Working on it.', [{ name: 'send_email', args: { to: 'x@example.com' } }]) });
+  reply = () => ({ sse: anthropicStream('Working on it.', [{ name: 'send_email', args: { to: 'x@acme-corp.com' } }]) });
   const seen: string[] = [];
   let error: unknown = null;
   try {

@@ -50,7 +50,7 @@ rules:
     effect: mask
 `;
 
-const EMAIL = 'jane.doe@example.com';
+const EMAIL = 'jane.doe@acme-corp.com';
 
 t.test('provider, MCP method and upstream rules, and mask, through the sidecar', async (t) => {
   const policies = mkdtempSync(join(tmpdir(), 'gov-proxy-policies-'));

@@ -72,7 +72,7 @@ for (const [what, result, reason] of cases) {
 
 t.test('a tool result with neither (an e-mail address is normal in one) is forwarded', async (t) => {
   const before = mock.requests.length;
-  const r = await openai().chat.completions.create(chatWithResult('order 1234 shipped to jane@example.com'));
+  const r = await openai().chat.completions.create(chatWithResult('order 1234 shipped to jane@acme-corp.com'));
   t.equal(r.choices[0].message.content, 'Order 1234 shipped.');
   t.equal(mock.requests.length, before + 1);
 });
