@@ -31,7 +31,7 @@ t.test('normalisation: case, NFKC, invisibles, look-alikes, leetspeak, spaced le
   // Numbers, ids and e-mail addresses keep their digits and "@".
   t.equal(n('order 1234, flight BA 1534 at 07:45, $4.99, room 404'), 'order 1234, flight ba 1534 at 07:45, $4.99, room 404');
   t.equal(n('tracking 1Z999AA10123456784 sku KT-1700'), 'tracking 1z999aa10123456784 sku kt-1700');
-  t.equal(n('help@acme-corp.com'), 'help@acme-corp.com');
+  t.equal(n('help@example.com'), 'help@example.com');
   t.equal(normalise('plain text').altText, null);
 });
 
