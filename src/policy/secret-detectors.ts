@@ -204,14 +204,22 @@ const credentialHint = (t: string) => {
  * `process.env.X`) nor the start of a sentence ("Password: must be at least 12 characters").
  */
 const PASSWORD_ASSIGNMENT =
-  /(?<![a-z0-9])(?:password|passwort|kennwort|passwd|pwd|pass|passphrase|contraseña|contrasena|mot de passe|senha|parola d'ordine|wachtwoord|hasło|haslo|пароль|パスワード|密码|密碼)["']?[ \t]{0,4}(?::=|=>|[:=：])[ \t]{0,4}["'「“]?([^\s"',;」”。、，]{1,256})([ \t]{1,4}[a-z]{2,})?/gi;
+  /(?<![a-z0-9])(?:password|passwort|kennwort|passwd|pwd|pass|passphrase|contraseña|contrasena|mot de passe|senha|parola d'ordine|wachtwoord)["']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4}["']?([^\s"',;]{1,256})([ \t]{1,4}[a-z]{2,})?/gi;
+
+/**
+ * The same for the words written outside Latin-1 (Polish, Russian, Japanese, Chinese), with the full-width
+ * colon too. Kept apart and case-sensitive (`[Пп]`, `[Hh]`): in V8 a case-insensitive pattern holding
+ * non-ASCII alternatives scans markedly slower, and every text would pay for it.
+ */
+const PASSWORD_ASSIGNMENT_INTL =
+  /(?:[Hh]asło|[Пп]ароль|ПАРОЛЬ|パスワード|密码|密碼)["']?[ \t]{0,4}(?::=|=>|[:=：])[ \t]{0,4}["'「“]?([^\s"',;」”。、，]{1,256})([ \t]{1,4}[a-z]{2,})?/g;
 
 /**
  * "Your temporary password is Xk9#…", "Su contraseña es …", "Das Passwort ist …": the sentence form, which
  * reads like prose, so its value must look like a password (a letter and a digit or symbol, 6+ characters).
  */
 const PASSWORD_SENTENCE =
-  /(?<![a-z0-9])(?:password|passwort|kennwort|passphrase|contraseña|contrasena|mot de passe|senha|wachtwoord|hasło|haslo)[ \t]{1,4}(?:is|es|est|c'est|c’est|ist|é|è|era|was|jest|to)[ \t]{1,4}["'“]?([^\s"',;”]{6,256})/gi;
+  /(?<![a-z0-9])(?:password|passwort|kennwort|passphrase|contraseña|contrasena|mot de passe|senha|wachtwoord)[ \t]{1,4}(?:is|es|est|c'est|c’est|ist|é|è|era|was|jest|to)[ \t]{1,4}["'“]?([^\s"',;”]{6,256})/gi;
 
 /**
  * Russian, Japanese and Chinese write the password straight after the word: "пароль Xk9#…", "パスワードは
@@ -219,7 +227,7 @@ const PASSWORD_SENTENCE =
  * keeps "пароль должен содержать 12 символов" and "パスワードは12文字以上" out (no Latin letter and digit).
  */
 const PASSWORD_BARE =
-  /(?:пароль|パスワード|密码|密碼)(?:[ \t]{0,4}(?:は|是|为|為|это|—|-)[ \t]{0,4}|[ \t]{1,4})["'「“]?([^\s"',;」”。、，]{6,256})/gi;
+  /(?:[Hh]asło[ \t]{1,4}(?:jest|to)[ \t]{1,4}|(?:[Пп]ароль|ПАРОЛЬ|パスワード|密码|密碼)(?:[ \t]{0,4}(?:は|是|为|為|это|—|-)[ \t]{0,4}|[ \t]{1,4}))["'「“]?([^\s"',;」”。、，]{6,256})/g;
 
 function passwordSentenceAt(m: RegExpMatchArray): boolean {
   const value = m[1].replace(/[.)!—。]+$/, '');
@@ -257,13 +265,33 @@ function passwordAt(m: RegExpMatchArray): boolean {
   return true;
 }
 
-const passwordHint = (t: string) => {
+/** A hint asked by several members of one detector (firstOf) for the same text: answered once per text. */
+function oncePerText(hint: (t: string) => boolean): (t: string) => boolean {
+  let lastText: string | undefined;
+  let last = false;
+  return (t) => {
+    if (t !== lastText) {
+      last = hint(t);
+      lastText = t;
+    }
+    return last;
+  };
+}
+
+const passwordHint = oncePerText((t: string) => {
   const l = lower(t);
   return (
     l.includes('pass') || l.includes('pwd') || l.includes('kennwort') || l.includes('contrase') || l.includes('senha') || l.includes('parola') ||
-    l.includes('wachtwoord') || l.includes('hasło') || l.includes('haslo') || l.includes('пароль') || l.includes('パスワード') || l.includes('密码') || l.includes('密碼')
+    l.includes('wachtwoord') // (each includes() scans the text: ~2 µs on 2 KB, so the list stays short; hasło is intlPasswordHint's)
   );
-};
+});
+
+/** The words outside Latin-1, looked for in the text as written (no lower-casing needed: the patterns list both cases). */
+// includes() rather than one pattern: a needle outside Latin-1 cannot occur in a one-byte (Latin-1) string,
+// which V8 answers without scanning, so ASCII texts pay nothing here; an alternation would scan them.
+const intlPasswordHint = oncePerText(
+  (t: string) => t.includes('asło') || t.includes('ароль') || t.includes('АРОЛЬ') || t.includes('パスワード') || t.includes('密码') || t.includes('密碼'),
+);
 
 // --- Connection strings ------------------------------------------------------------------------------------
 
@@ -327,7 +355,8 @@ export const SECRET_DETECTORS: ReadonlyArray<[string, TextMatcher]> = ([
     firstOf('password assignment', [
       validated('password assignment', PASSWORD_ASSIGNMENT, passwordAt, passwordHint),
       validated('password sentence', PASSWORD_SENTENCE, passwordSentenceAt, passwordHint),
-      validated('password without separator', PASSWORD_BARE, passwordSentenceAt, passwordHint),
+      validated('password assignment (non-Latin words)', PASSWORD_ASSIGNMENT_INTL, passwordAt, intlPasswordHint),
+      validated('password without separator', PASSWORD_BARE, passwordSentenceAt, intlPasswordHint),
       validated('password flag', PASSWORD_FLAG, passwordValueAt, (t) => t.includes('--pass')),
       validated('password key/value', PASSWORD_KEY_VALUE, passwordValueAt, (t) => t.includes('value=')),
     ]),
