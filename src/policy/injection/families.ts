@@ -420,7 +420,15 @@ rule(
   ['note', 'message', 'instruction', 'reminder', 'notice', 'memo', 'ai ', 'llm', 'assistant', 'agent', 'copilot', 'chatbot'],
 );
 // An @-mention of an agent or bot followed by an order (the normaliser reads a leading "@" as a leet "a").
-scanRule('indirect-mention-agent', 'indirect-instruction', String.raw`(?:@|(?<![\p{L}\p{N}])a)[a-z0-9_-]{0,30}(?:agent|bot|copilot|assistant|gpt|llm)\s+(?:please\s+)?(?:ignore|disregard|forget|skip|push|send|delete|merge|approve|publish|forward|leak|add|grant|run|execute)\b`, ['agent', 'bot', 'copilot', 'assistant', 'gpt', 'llm']);
+// Anchored at the order, looking back for the mention: a scan for the mention would cost every text a
+// search for each of the agent words.
+const MENTION_VERBS = ['ignore', 'disregard', 'forget', 'skip', 'push', 'send', 'delete', 'merge', 'approve', 'publish', 'forward', 'leak', 'add', 'grant', 'run', 'execute'];
+rule(
+  'indirect-mention-agent',
+  'indirect-instruction',
+  String.raw`(?<=(?:@|(?<![\p{L}\p{N}])a)[a-z0-9_-]{0,30}(?:agent|bot|copilot|assistant|gpt|llm)\s{1,3}(?:please\s{1,3})?)${alt(...MENTION_VERBS)}${R}`,
+  MENTION_VERBS.map((v) => (v.length < 3 ? v : v.length === 3 ? `${v} ` : v)),
+);
 rule(
   'indirect-ml-addressed',
   'indirect-instruction',
@@ -429,7 +437,7 @@ rule(
 );
 scanRule('indirect-zh-instruction-for-ai', 'indirect-instruction', String.raw`(?:给|致|对|面向)\s*(?:ai|人工智能|智能)?(?:助手|模型|代理|智能体)的(?:指令|指示|说明|提示)\s*[:：]`, ['给', '致', '对', '面向']);
 // Text hidden from the human reader (display:none, zero font size, white on white) that talks to an AI.
-scanRule('indirect-hidden-html', 'indirect-instruction', String.raw`<(?:div|span|p|font)[^>]{0,80}?(?:display\s*:\s*none|font-size\s*:\s*0|visibility\s*:\s*hidden|color\s*:\s*(?:#fff(?:fff)?|white)\b)[^>]{0,80}>[^<]{0,40}?(?:ai|assistant|agent|llm|model|bot|ia|ki|ии|助手)\b`, ['display', 'font-size', 'visibility', 'color']);
+scanRule('indirect-hidden-html', 'indirect-instruction', String.raw`<(?:div|span|p|font)[^>]{0,80}?(?:display\s*:\s*none|font-size\s*:\s*0|visibility\s*:\s*hidden|color\s*:\s*(?:#fff(?:fff)?|white)\b)[^>]{0,80}>[^<]{0,40}?(?:ai|assistant|agent|llm|model|bot|ia|ki|ии|助手)\b`, ['<']);
 
 // Tool hijacking: "call/run the <tool_name> tool/function with ...", in the nine languages, where the tool
 // named is a code identifier and arguments follow.
