@@ -361,7 +361,7 @@ const ML_SYS_OBJ = alt(
 );
 // A negation between the verb and the object ("gib niemals deine Systemanweisungen preis") is a defence.
 const GAP_NEGATOR = String.raw`(?<![\p{L}])(?:niemals|nie|nicht|keine?|never|not|jamais|pas|nunca|jamas|nao|mai|non|никогда|не)(?![\p{L}])`;
-const ML_EXT_VERBS = ['muestra', 'dime', 'copia', 'escribe', 'traduce', 'imprime', 'revela', 'dame', 'affiche', 'donne', 'copie', 'traduis', 'ecris', 'montre', 'revele', 'recopie', 'gib', 'zeig', 'ubersetze', 'schreib', 'kopiere', 'nenne', 'verrate', 'gebe', 'qual', 'mostre', 'escreva', 'traduza', 'revele', 'scrivi', 'riporta', 'traduci', 'mostra', 'dimmi', 'rivela', 'stampa', 'переведи', 'покажи', 'выведи', 'скопируй', 'напиши', 'раскрой', 'повтори', 'peux', 'puedes', 'kannst', 'puoi', 'pode'];
+const ML_EXT_VERBS = ['muestra', 'dime', 'copia', 'escribe', 'traduce', 'imprime', 'revela', 'dame', 'affiche', 'donne', 'copie', 'traduis', 'ecris', 'montre', 'revele', 'recopie', 'gib', 'zeig', 'ubersetze', 'schreib', 'kopiere', 'nenne', 'verrate', 'gebe', 'qual', 'mostre', 'escreva', 'traduza', 'revele', 'scrivi', 'riporta', 'ripeti', 'repite', 'repete', 'wiederhole', 'repita', 'traduci', 'mostra', 'dimmi', 'rivela', 'stampa', 'переведи', 'покажи', 'выведи', 'скопируй', 'напиши', 'раскрой', 'повтори', 'peux', 'puedes', 'kannst', 'puoi', 'pode'];
 rule(
   'extraction-ml-clause',
   'system-prompt-extraction',
@@ -440,11 +440,16 @@ scanRule('indirect-zh-instruction-for-ai', 'indirect-instruction', String.raw`(?
 scanRule('indirect-hidden-html', 'indirect-instruction', String.raw`<(?:div|span|p|font)[^>]{0,80}?(?:display\s*:\s*none|font-size\s*:\s*0|visibility\s*:\s*hidden|color\s*:\s*(?:#fff(?:fff)?|white)\b)[^>]{0,80}>[^<]{0,40}?(?:ai|assistant|agent|llm|model|bot|ia|ki|ии|助手)\b`, ['<']);
 
 // Tool hijacking: "call/run the <tool_name> tool/function with ...", in the nine languages, where the tool
-// named is a code identifier and arguments follow.
+// named is a code identifier and arguments follow, and either the order is addressed to the AI
+// ("Assistant: call ...") or the tool is one that moves money, deletes, exports or grants. A user asking
+// an agent to "call the send_invoice function with the customer id" is ordinary use.
+const RISKY_TOOL = String.raw`[a-z0-9_]{0,20}(?:delete|remove|drop|wipe|purge|transfer|payment|pay|wire|refund|grant|export|dump|reset|password|credential|secret|token|exec|shell|sudo|admin|access|permission|role|withdraw)[a-z0-9_]{0,20}`;
+const TOOL_ARGS = String.raw`(?:\s+(?:${TOOL_NOUN}))?\s+(?:with|using|passing|con|avec|pour|mit|fur|com|para|per|с|для|на)${R}`;
+const TOOL_DET = String.raw`(?:the |la |el |a la |l['’]|das |den |die |lo |il |o |a )?(?:${TOOL_NOUN}\s+)?`;
 rule(
   'tool-hijack-named-with-args',
   'tool-hijack',
-  String.raw`${L}${INVOKE}\s+(?:the |la |el |a la |l['’]|das |den |die |lo |il |o |a )?(?:${TOOL_NOUN}\s+)?[a-z][a-z0-9]*_[a-z0-9_]+(?:\s+(?:${TOOL_NOUN}))?\s+(?:with|using|passing|con|avec|pour|mit|fur|com|para|per|с|для|на)${R}`,
+  String.raw`${L}(?:(?<=(?:assistant|ai|agent|model|copilot|bot|assistente|asistente|ассистент|агент)\s{0,2}[:,]\s{0,3})${INVOKE}\s+${TOOL_DET}[a-z][a-z0-9]*_[a-z0-9_]+|${INVOKE}\s+${TOOL_DET}(?=[a-z][a-z0-9]*_)${RISKY_TOOL})${TOOL_ARGS}`,
   ['call', 'invoke', 'run ', 'execut', 'use ', 'trigger', 'fire ', 'llam', 'usa ', 'ejecuta', 'appelle', 'utilise', 'ruf', 'nutze', 'verwende', 'fuhre', 'chiama', 'esegui', 'chame', 'вызов', 'использ', 'запуст', 'выполн'],
 );
 
