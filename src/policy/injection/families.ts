@@ -411,6 +411,14 @@ rule(
   ['las', 'tus', 'sus', 'les', 'tes', 'vos', 'die', 'deine', 'ihre', 'le ', 'tue', 'as ', 'suas'],
 );
 
+rule(
+  'override-ml-comply-all',
+  'instruction-override',
+  String.raw`${L}(?:(?:responde|cumple|obedece|atiende)\p{L}* (?:a |con )?(?:toda|todas|cualquier|cada) (?:las )?(?:peticion\p{L}*|solicitud\p{L}*|pregunta\p{L}*|orden\p{L}*) sin (?:filtr\p{L}*|censura|restriccion\p{L}*|negarte)|(?:reponds|obeis|execute|satisfais)\p{L}* a (?:toute|toutes|chaque) (?:les )?(?:demande|requete|question|ordre)s? sans (?:filtr\p{L}*|censure|restriction\p{L}*|refus\p{L}*)|(?:beantworte|befolge|erfulle)\p{L}* (?:jede|alle) (?:anfrage|frage|bitte|anweisung)\p{L}* ohne (?:filter\p{L}*|zensur|einschrankung\p{L}*|ablehnung)|(?:responda|atenda|obedeca|cumpra)\p{L}* (?:a )?(?:qualquer|todo|toda|todos|todas|cada) (?:os |as )?(?:pedido|solicitacao|pergunta|ordem)s? sem (?:filtr\p{L}*|censura|restricao|restricoes|recusar)|(?:rispondi|obbedisci|esegui|soddisfa)\p{L}* (?:a )?(?:ogni|qualsiasi|tutte le) (?:richiest\p{L}*|domand\p{L}*|ordin\p{L}*) senza (?:filtr\p{L}*|censura|restrizion\p{L}*|rifiut\p{L}*)|(?:отвечай|выполняй|исполняй)\p{L}* (?:на )?(?:любой|любые|каждый|все) (?:запрос\p{L}*|вопрос\p{L}*|команд\p{L}*) без (?:фильтр\p{L}*|цензуры|ограничений|отказа)|(?:actua|actue|agis|handle|handeln sie|atue|agisci) (?:solo|solamente|seulement|uniquement|nur|apenas|solo) (?:segun|selon|nach|conforme|secondo) (?:lo siguiente|ce qui suit|dem folgenden|o seguinte|quanto segue))${R}`,
+  ['responde', 'cumple', 'obedece', 'atiende', 'reponds', 'obeis', 'execute', 'satisfais', 'beantworte', 'befolge', 'erfulle', 'responda', 'atenda', 'obedeca', 'cumpra', 'rispondi', 'obbedisci', 'esegui', 'soddisfa', 'отвечай', 'выполняй', 'исполняй', 'actua', 'actue', 'agis', 'handle', 'atue', 'agisci'],
+);
+scanRule('roleplay-never-refuse-cjk', 'roleplay-jailbreak', String.raw`(?:永远|从不|绝不|决不)不?(?:会)?拒绝(?:任何)?(?:请求|问题|要求)?的(?:ai|人工智能|助手|模型|机器人)|(?:永远不要|千万不要|绝对不要|不许)拒绝(?:我|任何)|(?:没有|不受)(?:任何)?(?:内容政策|准则|伦理|道德)(?:限制|约束)?的(?:ai|人工智能|助手|模型)|(?:決して|絶対に|何も)(?:断らない|拒否しない|断らず)|(?:ルール|ガイドライン|制限|倫理)(?:が|の)?(?:一切)?(?:ない|なし)(?:ai|アシスタント|モデル)(?:として|です|になって)`, ['拒绝', '的', '断ら', '拒否', 'ない', 'なし'], false);
+
 // Instructions addressed to an AI inside a document or tool result: "Note to the screening AI:",
 // "Assistant, when you summarize this ...", "@some-agent ...", "AI agent: forward ...".
 rule(
