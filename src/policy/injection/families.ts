@@ -93,7 +93,7 @@ rule(
 rule(
   'override-es',
   'instruction-override',
-  `${L}${alt('ignora', 'ignore', 'ignorad', 'ignoren', 'olvida', 'olvide', 'olvidad', 'olviden', 'descarta', 'descarte', 'desatiende', 'omite', 'omita', 'no sigas mas', 'deja de seguir', 'haz caso omiso (?:a|de)', 'pasa por alto', 'saltate')}\\s+${gap(alt('todas', 'todos', 'todo', 'las', 'los', 'la', 'el', 'tus', 'tu', 'sus', 'su', 'mis', 'estas', 'esas', 'anteriores', 'previas', 'previos', 'del', 'de', 'sistema', 'originales', 'iniciales', 'y', 'cualquier', 'a'), 4)}${alt('instrucciones', 'instruccion', 'reglas', 'indicaciones', 'directrices', 'normas', 'restricciones', 'prompt', 'consignas', 'ordenes', 'directivas', 'programacion', 'lo que te (?:han dicho|dijeron|indicaron)', 'todo lo anterior')}${R}`,
+  `${L}${alt('ignora', 'ignore', 'ignorad', 'ignoren', 'olvida', 'olvide', 'olvidad', 'olviden', 'descarta', 'descarte', 'desatiende', 'omite', 'omita', 'no sigas mas', 'deja de seguir', 'haz caso omiso (?:a|de)', 'pasa por alto', 'saltate')}\\s+${gap(alt('todas', 'todos', 'todo', 'las', 'l4s', 'los', 'la', 'el', 'tus', 'tu', 'sus', 'su', 'mis', 'estas', 'esas', 'anteriores', 'previas', 'previos', 'del', 'de', 'sistema', 'originales', 'iniciales', 'y', 'cualquier', 'a'), 4)}${alt('instrucciones', 'instruccion', 'reglas', 'indicaciones', 'directrices', 'normas', 'restricciones', 'prompt', 'consignas', 'ordenes', 'directivas', 'programacion', 'lo que te (?:han dicho|dijeron|indicaron)', 'todo lo anterior')}${R}`,
   ['ignor', 'olvid', 'descart', 'desatiende', 'omit', 'no ', 'deja', 'haz', 'pasa', 'saltate'],
 );
 // French
@@ -121,7 +121,7 @@ rule(
 rule(
   'override-it',
   'instruction-override',
-  `${L}${alt('ignora', 'ignorate', 'ignori', 'dimentica', 'dimenticate', 'dimentichi', 'non seguire piu', 'smetti di seguire', 'trascura', 'tralascia', 'scarta', 'non tenere (?:piu )?conto (?:di|delle|dei|degli)', 'non considerare piu')}\\s+${gap(alt('tutte', 'tutti', 'le', 'la', 'il', 'i', 'gli', 'tue', 'tuoi', 'tua', 'tuo', 'sue', 'queste', 'quelle', 'precedenti', 'di', 'del', 'della', 'sistema', 'sopra', 'e', 'qualsiasi'), 4)}${alt('istruzioni', 'istruzione', 'regole', 'direttive', 'indicazioni', 'restrizioni', 'prompt', 'ordini', 'linee guida', 'programmazione')}${R}`,
+  `${L}${alt('ignora', 'ignorate', 'ignori', 'dimentica', 'dimenticate', 'dimentichi', 'non seguire piu', 'smetti di seguire', 'trascura', 'tralascia', 'scarta', 'non tenere (?:piu )?conto (?:di|delle|dei|degli)', 'non considerare piu')}\\s+${gap(alt('tutte', 'tutti', 'le', 'l3', 'la', 'il', 'i', 'gli', 'tue', 'tuoi', 'tua', 'tuo', 'sue', 'queste', 'quelle', 'precedenti', 'di', 'del', 'della', 'sistema', 'sopra', 'e', 'qualsiasi'), 4)}${alt('istruzioni', 'istruzione', 'regole', 'direttive', 'indicazioni', 'restrizioni', 'prompt', 'ordini', 'linee guida', 'programmazione')}${R}`,
   ['ignor', 'dimentic', 'non ', 'smetti', 'trascura', 'tralascia', 'scarta'],
 );
 // Russian
@@ -219,14 +219,14 @@ rule(
 );
 
 // ---------------------------------------------------------------- system-prompt extraction
-const EN_EXT_VERB = alt('reveal', 'show', 'print', 'display', 'output', 'repeat', 'leak', 'expose', 'tell', 'give', 'dump', 'quote', 'recite', 'share', 'disclose', 'list', 'summari[sz]e', 'paste', 'write (?:out|down)', 'spell out', 'copy', 'reproduce', 'append', 'include', 'provide', 'read out', 'type out', 'echo', 'send');
+const EN_EXT_VERB = alt('translate', 'reveal', 'show', 'print', 'display', 'output', 'repeat', 'leak', 'expose', 'tell', 'give', 'dump', 'quote', 'recite', 'share', 'disclose', 'list', 'summari[sz]e', 'paste', 'write (?:out|down)', 'spell out', 'copy', 'reproduce', 'append', 'include', 'provide', 'read out', 'type out', 'echo', 'send');
 const EN_EXT_GAP = gap(alt('me', 'us', 'all', 'of', 'your', 'the', 'full', 'entire', 'complete', 'exact', 'original', 'initial', 'whole', 'verbatim', 'raw', 'current', 'actual', 'first', 'what', 'exactly', 'back', 'out', 'again', 'now', 'please', 'contents', 'content', 'text', 'in', 'a', 'to'), 4);
 const EN_EXT_OBJ = alt(
   'system (?:prompt|message|instructions?)', 'systems? prompt', 'sys prompt', 'initial (?:prompt|instructions?)', 'original (?:prompt|instructions)', 'hidden (?:prompt|instructions?|rules|message)', 'secret (?:prompt|instructions?|rules)', 'pre-?prompt', 'meta-?prompt',
   'instructions (?:that )?you (?:were|have been|got|received)(?: given)?', 'your (?:instructions|configuration|config|guidelines|rules|prompt|directives)(?=\\s|$|[.,;:!?])', 'context window', 'developer (?:prompt|message|instructions)',
-  'everything (?:above|before (?:this|my))', '(?:text|words|content|message|messages|lines?|prompt|instructions) above',
+  'hidden system (?:prompt|message|instructions?)', 'everything (?:above|before (?:this|my))', '(?:text|words|content|message|messages|lines?|prompt|instructions) above',
 );
-rule('extraction-en', 'system-prompt-extraction', `${L}${EN_EXT_VERB}\\s+${EN_EXT_GAP}${EN_EXT_OBJ}`, ['reveal', 'show', 'print', 'display', 'output', 'repeat', 'leak', 'expose', 'tell', 'give', 'dump', 'quote', 'recite', 'share', 'disclose', 'list ', 'summar', 'paste', 'write', 'spell', 'copy', 'reproduce', 'append', 'include', 'provide', 'read ', 'type ', 'echo', 'send']);
+rule('extraction-en', 'system-prompt-extraction', `${L}${EN_EXT_VERB}\\s+${EN_EXT_GAP}${EN_EXT_OBJ}`, ['translate', 'reveal', 'show', 'print', 'display', 'output', 'repeat', 'leak', 'expose', 'tell', 'give', 'dump', 'quote', 'recite', 'share', 'disclose', 'list ', 'summar', 'paste', 'write', 'spell', 'copy', 'reproduce', 'append', 'include', 'provide', 'read ', 'type ', 'echo', 'send']);
 rule(
   'extraction-en-question',
   'system-prompt-extraction',
@@ -333,7 +333,7 @@ rule('indirect-en-if-you-are', 'indirect-instruction', String.raw`${L}if you are
 rule(
   'indirect-en-note-to',
   'indirect-instruction',
-  String.raw`${L}(?:(?:important )?(?:note|message|instructions?|reminder|notice|directive|warning|memo)s? (?:to|for) (?:the |any |all |every )?${AI_ADDRESSEE}|attention,? (?:all |any )?(?:ai|llm|language model|chatbot|assistant)s?(?: agents?| models?)?\s*[:,!]|(?:to|for) (?:any|all|every) (?:ai|llm|language model|chatbot|assistant|agent|bot)s?)${R}`,
+  String.raw`${L}(?:(?:important )?(?:note|message|instructions?|reminder|notice|directive|warning|memo)s? (?:to|for) (?:the |any |all |every )?${AI_ADDRESSEE}(?! (?:team|group|department|lab|committee|community|working group|research|vendor)s?${R})|attention,? (?:all |any )?(?:ai|llm|language model|chatbot|assistant)s?(?: agents?| models?)?\s*[:,!]|(?:to|for) (?:any|all|every) (?:ai|llm|language model|chatbot|assistant|agent|bot)s?)${R}`,
   ['important', 'note', 'message', 'instruction', 'reminder', 'notice', 'directive', 'warning', 'memo', 'attention', 'to ', 'for '],
 );
 rule('indirect-en-dear-ai', 'indirect-instruction', String.raw`${L}(?:dear|hey|hello|hi)(?: there)?,? (?:ai|llm|chatbot|gpt|language model|claude|a\.i\.)${R}|${L}(?:dear|hey) assistant,? (?:when|if|while|as|once) you (?:read|process|see|summari[sz]e|parse|handle|review|get)`, ['dear', 'hey', 'hello', 'hi ', 'hi,']);
@@ -345,5 +345,120 @@ rule(
 );
 scanRule('indirect-zh', 'indirect-instruction', String.raw`(?:给|致|对)\s*(?:ai|人工智能|助手|模型|机器人|智能体|智能助手)(?:助手)?的?(?:提示|指示|说明|消息|留言)?\s*[:：,，]|如果你是(?:一个)?(?:ai|人工智能|语言模型|助手|大模型)`, ['给', '致', '对', '如果你是']);
 scanRule('indirect-ja', 'indirect-instruction', String.raw`(?:ai|aiアシスタント|アシスタント|言語モデル|チャットボット|aiエージェント)\s*(?:へ|への|に)(?:の)?(?:指示|メッセージ|注意|お願い|連絡)?\s*[:：、]|あなたが(?:ai|言語モデル|アシスタント)(?:なら|であれば|の場合)`, ['へ', 'に', 'あなたが']);
+
+// ---------------------------------------------------------------- added after the blind corpus (issue 13)
+// The families the blind corpus found missing, written as patterns of meaning rather than its phrasings.
+
+// System-prompt extraction in the other languages: a disclosure verb (show, give, copy, translate, write
+// out) and, within the same clause, a name of the system prompt or of the initial/hidden instructions.
+const ML_SYS_OBJ = alt(
+  'prompt (?:de|del|do) sistema', 'instrucciones (?:del |de )?sistema', 'mensaje (?:del|de) sistema', 'instrucciones (?:iniciales|originales|ocultas|secretas)',
+  'prompt (?:du )?systeme', 'instructions? (?:du )?systeme', 'consignes (?:du )?systeme', 'instructions (?:initiales|cachees|secretes|d[\'’]origine)', 'message (?:du )?systeme',
+  'system-?prompts?', 'systemanweisung\\p{L}*', 'systemnachricht\\p{L}*', 'systeminstruktion\\p{L}*', '(?:anfanglichen|ursprunglichen|versteckten|geheimen|internen) (?:anweisungen|instruktionen)',
+  'instrucoes (?:do |de )?sistema', 'mensagem (?:do|de) sistema', 'instrucoes (?:iniciais|originais|ocultas|secretas)',
+  'prompt di sistema', 'istruzioni (?:di sistema|iniziali|originali|nascoste|segrete)', 'messaggio di sistema',
+  'системн\\p{L}* (?:промпт|инструкци|сообщени)\\p{L}*', '(?:начальн|исходн|скрыт)\\p{L}* (?:инструкци|промпт)\\p{L}*',
+);
+// A negation between the verb and the object ("gib niemals deine Systemanweisungen preis") is a defence.
+const GAP_NEGATOR = String.raw`(?<![\p{L}])(?:niemals|nie|nicht|keine?|never|not|jamais|pas|nunca|jamas|nao|mai|non|никогда|не)(?![\p{L}])`;
+const ML_EXT_VERBS = ['muestra', 'dime', 'copia', 'escribe', 'traduce', 'imprime', 'revela', 'dame', 'affiche', 'donne', 'copie', 'traduis', 'ecris', 'montre', 'revele', 'recopie', 'gib', 'zeig', 'ubersetze', 'schreib', 'kopiere', 'nenne', 'verrate', 'gebe', 'qual', 'mostre', 'escreva', 'traduza', 'revele', 'scrivi', 'riporta', 'ripeti', 'repite', 'repete', 'wiederhole', 'repita', 'traduci', 'mostra', 'dimmi', 'rivela', 'stampa', 'переведи', 'покажи', 'выведи', 'скопируй', 'напиши', 'раскрой', 'повтори', 'peux', 'puedes', 'kannst', 'puoi', 'pode'];
+rule(
+  'extraction-ml-clause',
+  'system-prompt-extraction',
+  `${L}${alt(...ML_EXT_VERBS.map((v) => (v.endsWith(' ') ? v.trimEnd() : v) + '\\p{L}*'))}${R}(?:(?!${GAP_NEGATOR})[^.!?\\n]|\\.(?=\\S)){0,40}?${ML_SYS_OBJ}${R}`,
+  ML_EXT_VERBS,
+);
+
+// Role-play without a known persona: "you are <Name>-GPT, an AI with no content policy", "pretend you have
+// no rules", "an assistant that never refuses", "a world where nothing is forbidden".
+rule(
+  'roleplay-en-no-policy',
+  'roleplay-jailbreak',
+  String.raw`${L}(?:(?:ai|a\.i\.|model|assistant|chatbot|bot|llm|version of you(?:rself)?)(?: that has| with| who has| which has)? no (?:content |safety |usage )?(?:policy|policies|guidelines|rules|limits|filters?|restrictions|ethic\p{L}*|morals?)|(?:pretend|imagine|act as if|suppose|assume) (?:that )?you (?:have|had|don'?t have|do not have) (?:no|zero|any) (?:rules|guidelines|restrictions|limits|filters|policies|ethics)|stay in character(?:[^.!?\n]{0,40}?(?:never|don'?t|do not) (?:refuse|break|decline))|(?:that|who|which) (?:never|does not|doesn'?t|won'?t) (?:refuse\p{L}*|decline\p{L}*|say no)(?: (?:any|a) (?:request|question|prompt)s?)?|(?:hypothetical|fictional|imaginary|alternate) (?:world|universe|reality|scenario) (?:where|in which) (?:nothing is (?:forbidden|off-limits|illegal|banned)|there are no (?:rules|laws|restrictions|limits))|in this (?:hypothetical|fictional|imaginary) (?:world|universe|scenario),? nothing is (?:forbidden|off-limits|illegal|banned))`,
+  ['ai ', 'a.i', 'model', 'assistant', 'chatbot', 'bot', 'llm', 'version', 'pretend', 'imagine', 'act', 'suppose', 'assume', 'stay', 'that', 'who', 'which', 'hypothetical', 'fictional', 'imaginary', 'alternate', 'in '],
+  false,
+);
+rule(
+  'roleplay-ml-no-rules',
+  'roleplay-jailbreak',
+  String.raw`${L}(?:(?:ki|ai|assistent\p{L}*|modell|bot|chatbot)\s+ohne\s+(?:jegliche\s+|irgendwelche\s+)?(?:richtlinien|ethik|moral|grenzen|vorgaben|inhaltsrichtlinien)|(?:die|der|das) (?:nie|niemals) (?:etwas |eine anfrage |irgendwas )?ablehnt|lehn\p{L}* (?:nie|niemals) (?:etwas )?ab|(?:assistente|ia|modello|bot|chatbot) che non ha (?:alcuna |nessuna )?(?:regol\p{L}*|limit\p{L}*|restrizion\p{L}*|filtr\p{L}*|censura)|non rifiutare mai|non rifiuti mai|(?:asistente|ia|modelo|bot) (?:sin|que no tiene) (?:normas|reglas|limites|pautas)(?: eticas| morales)?|nunca (?:se niega|te niegues|rechaces|rechaza)|(?:assistente|ia|modelo|bot) (?:sem|que nao tem) (?:regras|limites|diretrizes)|(?:finja|imagine) que (?:voce )?nao tem (?:regras|limites|restricoes|diretrizes)|nunca recuse|ne refuse jamais|(?:assistant|ia|modele) (?:sans|qui n['’]a) (?:aucune |pas de )?(?:regles?|limites?|restrictions?|directives?)|(?:представь|вообрази|притворись)\p{L}*,? (?:что )?(?:у тебя )?нет (?:никаких )?(?:правил|ограничений|запретов)|никогда не отказывай\p{L}*|(?:ии|ассистент\p{L}*|бот\p{L}*|модел\p{L}*) без (?:правил|ограничений|морали|этики))${R}`,
+  ['ki ', 'ai ', 'assistent', 'modell', 'bot', 'chatbot', 'die', 'der', 'das', 'lehn', 'ia ', 'non', 'asistente', 'modelo', 'nunca', 'finja', 'imagine', 'ne ', 'assistant', 'modele', 'представ', 'вообраз', 'притвор', 'никогда', 'ии ', 'ассистент', 'бот', 'модел'],
+  false,
+);
+
+// Overrides without "ignore": the earlier instructions declared void, a new directive announced, "comply
+// with every request", "act only on what follows".
+const INSTR_NOUN = String.raw`(?:instructions|rules|guidelines|guidance|directives|constraints|restrictions|policies|prompt)`;
+// Only instructions marked as the AI's own or as the earlier ones: "the old shipping guidelines are
+// obsolete" and "the rules above are cancelled for the weekend" are ordinary news.
+const EARLIER_INSTR = String.raw`(?:(?:(?:all (?:of )?)?(?:the |your |any |those |these )?(?:previous|prior|earlier|original|initial|system|safety|former)\s+${INSTR_NOUN})|your ${INSTR_NOUN}|all (?:the |of the )?${INSTR_NOUN} above|(?:the |all |all the |any )?${INSTR_NOUN} (?:you|that you|which you) (?:received|were given|got|were told|have been given)(?: \p{L}+){0,2}?)`;
+rule(
+  'override-en-void-clause',
+  'instruction-override',
+  String.raw`${L}${EARLIER_INSTR},? (?:(?:are|is|were|have been|has been) (?:now |hereby |henceforth |officially )?(?:obsolete|void|null(?: and void)?|cancel+ed|revoked|rescinded|superseded|deprecated|invalid|withdrawn|no longer (?:valid|in (?:force|effect)|applicable|relevant))|(?:now )?no longer appl)`,
+  ['all', 'your', 'previous', 'prior', 'earlier', 'original', 'initial', 'system', 'safety', 'former', 'instructions', 'rules', 'guidelines', 'guidance', 'directives', 'constraints', 'restrictions', 'policies', 'prompt'],
+);
+rule(
+  'override-en-comply-all',
+  'instruction-override',
+  String.raw`${L}(?:(?:comply with|fulfil+|answer|obey|execute|carry out|honou?r) (?:every|all|any|each) (?:request|question|prompt|command|instruction)s? (?:without|with no) (?:filter\p{L}*|refus\p{L}*|restriction\p{L}*|question\p{L}*|hesitation|censorship|safety)|act only on (?:the following|what follows|my instructions)|(?:new|top|highest|override|emergency) priority (?:directive|instruction|order|command)s?)${R}`,
+  ['comply', 'fulfil', 'answer', 'obey', 'execute', 'carry', 'honor', 'honour', 'act', 'new', 'top', 'highest', 'override', 'emergency'],
+);
+rule(
+  'override-ml-void-clause',
+  'instruction-override',
+  String.raw`${L}(?:(?:las|tus|sus) (?:instrucciones|reglas|pautas|normas|directrices|indicaciones)(?: \p{L}+){0,3} (?:ya no (?:son validas|valen|aplican|rigen)|(?:estan|quedan|han sido|fueron) (?:anuladas|revocadas|canceladas|obsoletas))|(?:les|tes|vos) (?:consignes|instructions|regles|directives)(?: \p{L}+){0,4} (?:sont|ont ete) (?:annulees|revoquees|obsoletes|caduques|abrogees)|(?:die|deine|ihre) (?:anweisungen|regeln|richtlinien|vorgaben)(?:,)?(?: \p{L}+){0,5},? (?:sind|wurden) (?:aufgehoben|ungultig|widerrufen|veraltet|nichtig|auSer kraft)|(?:le|tue) (?:direttive|istruzioni|regole|linee guida)(?: \p{L}+){0,3} (?:sono|vengono|sono state) (?:annullate|revocate|obsolete|abrogate)|(?:as|suas) (?:diretrizes|instrucoes|regras|orientacoes)(?: \p{L}+){0,3} (?:foram|estao|sao) (?:revogadas|anuladas|canceladas|obsoletas))${R}`,
+  ['las', 'tus', 'sus', 'les', 'tes', 'vos', 'die', 'deine', 'ihre', 'le ', 'tue', 'as ', 'suas'],
+);
+
+rule(
+  'override-ml-comply-all',
+  'instruction-override',
+  String.raw`${L}(?:(?:responde|cumple|obedece|atiende)\p{L}* (?:a |con )?(?:toda|todas|cualquier|cada) (?:las )?(?:peticion\p{L}*|solicitud\p{L}*|pregunta\p{L}*|orden\p{L}*) sin (?:filtr\p{L}*|censura|restriccion\p{L}*|negarte)|(?:reponds|obeis|execute|satisfais)\p{L}* a (?:toute|toutes|chaque) (?:les )?(?:demande|requete|question|ordre)s? sans (?:filtr\p{L}*|censure|restriction\p{L}*|refus\p{L}*)|(?:beantworte|befolge|erfulle)\p{L}* (?:jede|alle) (?:anfrage|frage|bitte|anweisung)\p{L}* ohne (?:filter\p{L}*|zensur|einschrankung\p{L}*|ablehnung)|(?:responda|atenda|obedeca|cumpra)\p{L}* (?:a )?(?:qualquer|todo|toda|todos|todas|cada) (?:os |as )?(?:pedido|solicitacao|pergunta|ordem)s? sem (?:filtr\p{L}*|censura|restricao|restricoes|recusar)|(?:rispondi|obbedisci|esegui|soddisfa)\p{L}* (?:a )?(?:ogni|qualsiasi|tutte le) (?:richiest\p{L}*|domand\p{L}*|ordin\p{L}*) senza (?:filtr\p{L}*|censura|restrizion\p{L}*|rifiut\p{L}*)|(?:отвечай|выполняй|исполняй)\p{L}* (?:на )?(?:любой|любые|каждый|все) (?:запрос\p{L}*|вопрос\p{L}*|команд\p{L}*) без (?:фильтр\p{L}*|цензуры|ограничений|отказа)|(?:actua|actue|agis|handle|handeln sie|atue|agisci) (?:solo|solamente|seulement|uniquement|nur|apenas|solo) (?:segun|selon|nach|conforme|secondo) (?:lo siguiente|ce qui suit|dem folgenden|o seguinte|quanto segue))${R}`,
+  ['responde', 'cumple', 'obedece', 'atiende', 'reponds', 'obeis', 'execute', 'satisfais', 'beantworte', 'befolge', 'erfulle', 'responda', 'atenda', 'obedeca', 'cumpra', 'rispondi', 'obbedisci', 'esegui', 'soddisfa', 'отвечай', 'выполняй', 'исполняй', 'actua', 'actue', 'agis', 'handle', 'atue', 'agisci'],
+);
+scanRule('roleplay-never-refuse-cjk', 'roleplay-jailbreak', String.raw`(?:永远|从不|绝不|决不)不?(?:会)?拒绝(?:任何)?(?:请求|问题|要求)?的(?:ai|人工智能|助手|模型|机器人)|(?:永远不要|千万不要|绝对不要|不许)拒绝(?:我|任何)|(?:没有|不受)(?:任何)?(?:内容政策|准则|伦理|道德)(?:限制|约束)?的(?:ai|人工智能|助手|模型)|(?:決して|絶対に|何も)(?:断らない|拒否しない|断らず)|(?:ルール|ガイドライン|制限|倫理)(?:が|の)?(?:一切)?(?:ない|なし)(?:ai|アシスタント|モデル)(?:として|です|になって)`, ['拒绝', '的', '断ら', '拒否', 'ない', 'なし'], false);
+
+// Instructions addressed to an AI inside a document or tool result: "Note to the screening AI:",
+// "Assistant, when you summarize this ...", "@some-agent ...", "AI agent: forward ...".
+rule(
+  'indirect-en-addressed',
+  'indirect-instruction',
+  String.raw`${L}(?:(?:note|message|instructions?|reminder|notice|memo)s? (?:to|for) (?:the |any |all |our )?(?:\p{L}+[ -]){0,2}(?:ai|a\.i\.|llm|assistant|agent|bot|model|chatbot|copilot)s?\s*[:,]|(?:(?:ai|llm) )?(?:assistant|agent|copilot|chatbot)s?,? (?:when|if|while|once|before|after) (?:you|the user)(?: \p{L}+){0,2}? (?:summari[sz]\p{L}*|read\p{L}*|process\p{L}*|ask\p{L}*|open\p{L}*|review\p{L}*|handl\p{L}*|answer\p{L}*|repl\p{L}*|see\p{L}*)|(?:ai|llm) (?:agent|assistant|model)s?\s*:\s*(?:\p{L}+ ){0,3}?(?:forward|send|tell|ask|recommend|ignore|rank|approve|email|upload|delete|always|never|do not|don't|when|say))`,
+  ['note', 'message', 'instruction', 'reminder', 'notice', 'memo', 'ai ', 'llm', 'assistant', 'agent', 'copilot', 'chatbot'],
+);
+// An @-mention of an agent or bot followed by an order (the normaliser reads a leading "@" as a leet "a").
+// Anchored at the order, looking back for the mention: a scan for the mention would cost every text a
+// search for each of the agent words.
+const MENTION_VERBS = ['ignore', 'disregard', 'forget', 'skip', 'push', 'send', 'delete', 'merge', 'approve', 'publish', 'forward', 'leak', 'add', 'grant', 'run', 'execute'];
+rule(
+  'indirect-mention-agent',
+  'indirect-instruction',
+  String.raw`(?<=(?:@|(?<![\p{L}\p{N}])a)[a-z0-9_-]{0,30}(?:agent|bot|copilot|assistant|gpt|llm)\s{1,3}(?:please\s{1,3})?)${alt(...MENTION_VERBS)}${R}`,
+  MENTION_VERBS.map((v) => (v.length < 3 ? v : v.length === 3 ? `${v} ` : v)),
+);
+rule(
+  'indirect-ml-addressed',
+  'indirect-instruction',
+  String.raw`${L}(?:(?:instruccion(?:es)?|nota|mensaje|aviso) (?:para|a) (?:los |las |el |la )?(?:asistentes?|agentes?|modelos?)(?: de (?:ia|inteligencia artificial))?|(?:remarque|note|consigne|instruction)s? (?:pour|a) (?:l['’]|les |le )?(?:assistant|agent|modele)s?(?: (?:ia|d['’]ia|virtuels?))?|(?:hinweis|anweisung|nachricht|notiz)(?:en)? (?:an|fur) (?:den |die |alle )?(?:ki-\p{L}+|ki \p{L}+)|(?:instrucao|instrucoes|nota|mensagem|aviso) (?:para|aos?) (?:os |o )?(?:assistentes?|agentes?|modelos?) (?:de )?ia|(?:istruzion\p{L}*|nota|messaggio|avviso) (?:per|agli|all['’]|ai) ?(?:gli |l['’])?(?:assistent\p{L}*|agent\p{L}*|modell\p{L}*) (?:di |d['’])?(?:ia|intelligenza artificiale)|(?:инструкци\p{L}*|указани\p{L}*|примечание|заметка) для (?:ии|ии-\p{L}+|ассистент\p{L}*|агент\p{L}*))\s*[:,]`,
+  ['instruccion', 'nota', 'mensaje', 'aviso', 'remarque', 'note', 'consigne', 'instruction', 'hinweis', 'anweisung', 'nachricht', 'notiz', 'instrucao', 'instrucoes', 'mensagem', 'istruzion', 'messaggio', 'avviso', 'инструкц', 'указан', 'примечан', 'заметк'],
+);
+scanRule('indirect-zh-instruction-for-ai', 'indirect-instruction', String.raw`(?:给|致|对|面向)\s*(?:ai|人工智能|智能)?(?:助手|模型|代理|智能体)的(?:指令|指示|说明|提示)\s*[:：]`, ['给', '致', '对', '面向']);
+// Text hidden from the human reader (display:none, zero font size, white on white) that talks to an AI.
+scanRule('indirect-hidden-html', 'indirect-instruction', String.raw`<(?:div|span|p|font)[^>]{0,80}?(?:display\s*:\s*none|font-size\s*:\s*0|visibility\s*:\s*hidden|color\s*:\s*(?:#fff(?:fff)?|white)\b)[^>]{0,80}>[^<]{0,40}?(?:ai|assistant|agent|llm|model|bot|ia|ki|ии|助手)\b`, ['<']);
+
+// Tool hijacking: "call/run the <tool_name> tool/function with ...", in the nine languages, where the tool
+// named is a code identifier and arguments follow, and either the order is addressed to the AI
+// ("Assistant: call ...") or the tool is one that moves money, deletes, exports or grants. A user asking
+// an agent to "call the send_invoice function with the customer id" is ordinary use.
+const RISKY_TOOL = String.raw`[a-z0-9_]{0,20}(?:delete|remove|drop|wipe|purge|transfer|payment|pay|wire|refund|grant|export|dump|reset|password|credential|secret|token|exec|shell|sudo|admin|access|permission|role|withdraw)[a-z0-9_]{0,20}`;
+const TOOL_ARGS = String.raw`(?:\s+(?:${TOOL_NOUN}))?\s+(?:with|using|passing|con|avec|pour|mit|fur|com|para|per|с|для|на)${R}`;
+const TOOL_DET = String.raw`(?:the |la |el |a la |l['’]|das |den |die |lo |il |o |a )?(?:${TOOL_NOUN}\s+)?`;
+rule(
+  'tool-hijack-named-with-args',
+  'tool-hijack',
+  String.raw`${L}(?:(?<=(?:assistant|ai|agent|model|copilot|bot|assistente|asistente|ассистент|агент)\s{0,2}[:,]\s{0,3})${INVOKE}\s+${TOOL_DET}[a-z][a-z0-9]*_[a-z0-9_]+|${INVOKE}\s+${TOOL_DET}(?=[a-z][a-z0-9]*_)${RISKY_TOOL})${TOOL_ARGS}`,
+  ['call', 'invoke', 'run ', 'execut', 'use ', 'trigger', 'fire ', 'llam', 'usa ', 'ejecuta', 'appelle', 'utilise', 'ruf', 'nutze', 'verwende', 'fuhre', 'chiama', 'esegui', 'chame', 'вызов', 'использ', 'запуст', 'выполн'],
+);
 
 export const RULES: readonly Rule[] = rules;

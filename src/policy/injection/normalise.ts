@@ -41,8 +41,8 @@ const LEET_L: Record<string, string> = { ...LEET_I, '1': 'l' };
 
 // Letters spelled out one by one with a single separator: "i g n o r e", "I.g.n.o.r.e", "r-e-v-e-a-l".
 // One separator throughout a run, so "i.g.n.o.r.e p.r.e.v" collapses to "ignore prev", not one word.
-const SPACED = /(?<![\p{L}\p{N}])\p{L}([ .\-_*])\p{L}(?:\1\p{L})+/gu;
-const SPACED_ASCII = /(?<![a-z0-9])[a-z]([ .\-_*])[a-z](?:\1[a-z])+/g;
+const SPACED = /(?<![\p{L}\p{N}])\p{L}([ .\-_*])\p{L}(?:\1\p{L})+(?![\p{L}\p{N}])/gu;
+const SPACED_ASCII = /(?<![a-z0-9])[a-z]([ .\-_*])[a-z](?:\1[a-z])+(?![a-z0-9])/g;
 const SPACED_SEPARATOR = /[ .\-_*]/g;
 // Runs of blanks (not newlines, which some rules read as line starts) become one space.
 const BLANKS = /[ \t\u00a0\u3000]{2,}/g;

@@ -12,6 +12,7 @@ import { decodings } from './decoders.js';
 import { DIMENSIONS, extract } from './features.js';
 import { bestWindow, MODEL_PATH, MODEL_VERSION, sigmoid, type ModelFile } from './model.js';
 import { normalise } from './normalise.js';
+import { firstRuleHit } from './rule-scan.js';
 
 export const CORPUS_PATH = fileURLToPath(new URL('../../../test/fixtures/detectors/injection.jsonl', import.meta.url));
 export const SEED = 13;
@@ -79,6 +80,15 @@ export function readCorpus(path = CORPUS_PATH): Sample[] {
  * What the model is shown for one sample: its normalised text and, as the detector does, the normalised
  * text of each decoding, all with the sample's label.
  */
+/** Whether a rule fires on the sample or on one of its decodings (the detector's layer 3). */
+function ruleCatches(s: Sample): boolean {
+  const texts = [s.text, ...decodings(s.text)];
+  return texts.some((t) => {
+    const n = normalise(t);
+    return firstRuleHit(n.text) !== null || (n.altText !== null && firstRuleHit(n.altText) !== null);
+  });
+}
+
 function examplesOf(s: Sample): Example[] {
   const y = s.expect.includes(DETECTOR) ? 1 : 0;
   const texts = [normalise(s.text).text, ...decodings(s.text).map((d) => normalise(d).text)];
@@ -153,19 +163,25 @@ export function train(samples: Sample[]): ModelFile {
     trainSet.map((_, i) => i),
     prng(SEED),
   );
-  const oof: Array<{ p: number; y: number }> = [];
+  const oof: Array<{ p: number; y: number; i: number }> = [];
   for (let f = 0; f < FOLDS; f++) {
     const held = new Set(folds.filter((_, k) => k % FOLDS === f));
     const model = fit(
       groups.filter((_, i) => !held.has(i)),
       SEED + f + 1,
     );
-    for (const i of held) oof.push({ p: predict(model, groups[i]), y: labels[i] });
+    for (const i of held) oof.push({ p: predict(model, groups[i]), y: labels[i], i });
   }
+  // The model only ever decides where no rule fired, so its threshold must also be precise there: on the
+  // train samples the rules miss, what it adds at that threshold must include a true positive and meet the
+  // goal. (Out of fold on all of train, the easy positives the rules already catch flatter the model.)
+  const missed = oof.filter((o) => !ruleCatches(trainSet[o.i]));
   let threshold = 1;
   for (let t = 50; t <= 99; t += 1) {
     const { precision } = precisionRecall(oof, t / 100);
-    if (precision >= TARGET_PRECISION) {
+    const added = missed.filter((o) => o.p >= t / 100);
+    const addedTrue = added.filter((o) => o.y === 1).length;
+    if (precision >= TARGET_PRECISION && addedTrue > 0 && addedTrue / added.length >= TARGET_PRECISION) {
       threshold = t / 100;
       break;
     }
