@@ -102,14 +102,15 @@ export default async function run({ verbose = false, split = 'test' } = {}) {
   const files = readdirSync(dir).filter((f) => f.endsWith('.jsonl')).sort();
   for (const file of files) {
     const { names, per, misses } = scoreCorpus(readCorpus(file), split);
+    const base = file.replace(/\.jsonl$/, '');
     let tp = 0, fp = 0, fn = 0;
     for (const n of names) {
       const c = per[n];
       tp += c.tp; fp += c.fp; fn += c.fn;
-      figures[`detector ${n} precision`] = round(ratio(c.tp, c.tp + c.fp));
-      figures[`detector ${n} recall`] = round(ratio(c.tp, c.tp + c.fn));
+      // Named by corpus too: several corpora score the same detector (the authors' and the blind ones).
+      figures[`${base}: detector ${n} precision`] = round(ratio(c.tp, c.tp + c.fp));
+      figures[`${base}: detector ${n} recall`] = round(ratio(c.tp, c.tp + c.fn));
     }
-    const base = file.replace(/\.jsonl$/, '');
     figures[`corpus ${base} precision`] = round(ratio(tp, tp + fp));
     figures[`corpus ${base} recall`] = round(ratio(tp, tp + fn));
     if (verbose) for (const m of misses) console.error(`${file} ${m.kind} ${m.detector} ${m.id} (${m.category})`);

@@ -18,12 +18,13 @@ const GOALS = {
   'http validate req/s': '>= 5000',
   'http validate p99 ms': '<= 10',
   'http non-2xx': '0',
-  'detector prompt_injection precision': '>= 0.95',
-  'detector prompt_injection recall': '>= 0.85',
-  'corpus injection precision': '>= 0.95',
-  'corpus injection recall': '>= 0.85',
-  'corpus pii-secrets precision': '>= 0.97',
-  'corpus pii-secrets recall': '>= 0.95',
+  // The same goals on every corpus; the blind ones (test/fixtures/detectors/README.md) are the honest measure.
+  ...Object.fromEntries(
+    ['injection', 'independent-injection', 'blind2-injection'].flatMap((c) => [[`corpus ${c} precision`, '>= 0.95'], [`corpus ${c} recall`, '>= 0.85']]),
+  ),
+  ...Object.fromEntries(
+    ['pii-secrets', 'independent-pii-secrets', 'blind2-pii-secrets'].flatMap((c) => [[`corpus ${c} precision`, '>= 0.97'], [`corpus ${c} recall`, '>= 0.95']]),
+  ),
 };
 
 function fmt(v) {
