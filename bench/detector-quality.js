@@ -9,6 +9,7 @@ import { DETECTORS } from '../dist/policy/detectors.js';
 import { inspect } from '../dist/policy/injection/detector.js';
 import { probability, shippedModel } from '../dist/policy/injection/model.js';
 import { normalise } from '../dist/policy/injection/normalise.js';
+import { percentile, timedSamples } from './timing.js';
 
 const dir = fileURLToPath(new URL('../test/fixtures/detectors/', import.meta.url));
 const round = (x) => Math.round(x * 1000) / 1000;
@@ -46,10 +47,6 @@ export function readCorpus(file) {
     .map((l) => JSON.parse(l));
 }
 
-function percentile(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
 /** The injection detector's layers alone on the held-out split: the rules, and the model at p >= 0.5. */
 function injectionLayers(samples, split) {
   const figures = {};
@@ -84,16 +81,7 @@ function timeDetector(name, find = DETECTORS.get(name).find) {
   while (text.length < 2048) text += para;
   text = text.slice(0, 2048);
   const texts = [text, text.replace('kettle', 'Wasserkocher'), text.replace('Tuesday', '火曜日')];
-  for (let i = 0; i < 3000; i++) d.find(texts[i % 3]);
-  const N = 20_000;
-  const samples = new Float64Array(N);
-  for (let i = 0; i < N; i++) {
-    const s = texts[i % 3];
-    const t0 = process.hrtime.bigint();
-    d.find(s);
-    samples[i] = Number(process.hrtime.bigint() - t0) / 1e3;
-  }
-  samples.sort();
+  const samples = timedSamples((i) => d.find(texts[i % 3]), { warmup: 3000, iterations: 20_000, unit: 1e6 });
   return { p50: round(percentile(samples, 50)), p99: round(percentile(samples, 99)) };
 }
 

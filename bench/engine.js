@@ -7,16 +7,13 @@ import { SCORING_CONFIG } from '../dist/engine/scoring-config.js';
 import { loadGoldenRules } from '../dist/policy/golden.js';
 import { loadPolicyDir } from '../dist/policy/loader.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
+import { percentile, timedSamples } from './timing.js';
 import { paddedWorkedExample } from './worked-example.js';
 
 const root = (p) => fileURLToPath(new URL(`../${p}`, import.meta.url));
 
 const WARMUP = 5_000;
 const ITERATIONS = 20_000;
-
-function percentile(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
 
 export default async function run() {
   const [policies, golden, manifests] = await Promise.all([
@@ -40,14 +37,7 @@ export default async function run() {
   const first = evaluate(fromValidate(req), ctx);
   if (first.decision.outcome !== 'approve') throw new Error(`worked example decided ${first.decision.outcome}: ${first.decision.reason}`);
 
-  for (let i = 0; i < WARMUP; i++) evaluate(fromValidate(req), ctx);
-  const samples = new Float64Array(ITERATIONS);
-  for (let i = 0; i < ITERATIONS; i++) {
-    const t0 = process.hrtime.bigint();
-    evaluate(fromValidate(req), ctx);
-    samples[i] = Number(process.hrtime.bigint() - t0) / 1e6;
-  }
-  samples.sort();
+  const samples = timedSamples(() => evaluate(fromValidate(req), ctx), { warmup: WARMUP, iterations: ITERATIONS });
   const round = (x) => Math.round(x * 10_000) / 10_000;
   return { 'engine p50 ms': round(percentile(samples, 50)), 'engine p99 ms': round(percentile(samples, 99)) };
 }

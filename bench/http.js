@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { paddedWorkedExample } from './worked-example.js';
+import { percentile } from './timing.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const TOKEN = 'bench-http-fixed-token-0123456789abcdef';
@@ -68,11 +69,6 @@ async function startEmbedded(dbPath, port) {
   return { child, url, exited, stderr: () => err };
 }
 
-function percentile(sorted, p) {
-  if (sorted.length === 0) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i];
-}
 
 function cannon(opts, onResponse) {
   return new Promise((resolve, reject) => {

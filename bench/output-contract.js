@@ -10,6 +10,7 @@ import { compileGoldenSet, loadGoldenRules } from '../dist/policy/golden.js';
 import { loadPolicyDir } from '../dist/policy/loader.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
 import { compileOutputSchema } from '../dist/policy/output-schema.js';
+import { percentile, timedSamples } from './timing.js';
 import { paddedWorkedExample } from './worked-example.js';
 
 const root = (p) => fileURLToPath(new URL(`../${p}`, import.meta.url));
@@ -37,20 +38,8 @@ rules:
     max_field_chars: {answer: 20000}
 `;
 
-function percentile(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
 function measure(req, ctx) {
-  for (let i = 0; i < WARMUP; i++) evaluate(fromValidate(req), ctx);
-  const samples = new Float64Array(ITERATIONS);
-  for (let i = 0; i < ITERATIONS; i++) {
-    const t0 = process.hrtime.bigint();
-    evaluate(fromValidate(req), ctx);
-    samples[i] = Number(process.hrtime.bigint() - t0) / 1e6;
-  }
-  samples.sort();
-  return samples;
+  return timedSamples(() => evaluate(fromValidate(req), ctx), { warmup: WARMUP, iterations: ITERATIONS });
 }
 
 export default async function run() {

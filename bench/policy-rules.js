@@ -14,16 +14,13 @@ import { adversarialCheck } from '../dist/engine/checks/adversarial.js';
 import { loadGoldenRules } from '../dist/policy/golden.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
 import { compilePolicySet } from '../dist/policy/pack.js';
+import { percentile } from './timing.js';
 import { paddedWorkedExample } from './worked-example.js';
 
 const root = (p) => fileURLToPath(new URL(`../${p}`, import.meta.url));
 
 const WARMUP = 5_000;
 const ITERATIONS = 20_000;
-
-function percentile(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
 
 /**
  * Wall-clock p50/p99 (the goal's figures) and the p99 of the process's CPU time per call. On a shared
