@@ -89,7 +89,10 @@ export default async function run({ verbose = false, split = 'test' } = {}) {
   const figures = {};
   const files = readdirSync(dir).filter((f) => f.endsWith('.jsonl')).sort();
   for (const file of files) {
-    const { names, per, misses } = scoreCorpus(readCorpus(file), split);
+    const samples = readCorpus(file);
+    // Training-only corpora (injection-train-*.jsonl) have no held-out split to score.
+    if (!samples.some((s) => s.split === split)) continue;
+    const { names, per, misses } = scoreCorpus(samples, split);
     const base = file.replace(/\.jsonl$/, '');
     let tp = 0, fp = 0, fn = 0;
     for (const n of names) {
@@ -102,7 +105,22 @@ export default async function run({ verbose = false, split = 'test' } = {}) {
     figures[`corpus ${base} precision`] = round(ratio(tp, tp + fp));
     figures[`corpus ${base} recall`] = round(ratio(tp, tp + fn));
     if (verbose) for (const m of misses) console.error(`${file} ${m.kind} ${m.detector} ${m.id} (${m.category})`);
-    if (file === 'injection.jsonl') Object.assign(figures, injectionLayers(readCorpus(file), split));
+    if (file === 'injection.jsonl') Object.assign(figures, injectionLayers(samples, split));
+    if (names.includes('prompt_injection') && DETECTORS.has('prompt_injection_suspect')) {
+      // The suspect tier scored against the same labels: what a review rule on it would see.
+      let stp = 0, sfp = 0, sfn = 0;
+      const suspect = DETECTORS.get('prompt_injection_suspect');
+      for (const s of samples) {
+        if (s.split !== split) continue;
+        const f = suspect.find(s.text) !== -1;
+        const y = s.expect.includes('prompt_injection');
+        if (f && y) stp++;
+        else if (f) sfp++;
+        else if (y) sfn++;
+      }
+      figures[`${base}: suspect tier precision`] = round(ratio(stp, stp + sfp));
+      figures[`${base}: suspect tier recall`] = round(ratio(stp, stp + sfn));
+    }
   }
   if (DETECTORS.has('prompt_injection')) {
     const t = timeDetector('prompt_injection');

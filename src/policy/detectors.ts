@@ -7,7 +7,7 @@
 
 import { regexHazard } from './regex-safety.js';
 import { SECRET_DETECTORS } from './secret-detectors.js';
-import { findInjection } from './injection/detector.js';
+import { findInjection, findSuspectedInjection } from './injection/detector.js';
 import { VALIDATED_DETECTORS } from './validated-detectors.js';
 
 export interface TextMatcher {
@@ -72,12 +72,14 @@ function firstIndex(regexes: readonly RegExp[], text: string): number {
 // normalisation, decoding of encoded payloads, rule families in nine languages and a small statistical
 // model. Its label names the detector, never the matched text.
 const INJECTION: TextMatcher = { label: 'prompt-injection phrasing', find: findInjection };
+const SUSPECTED_INJECTION: TextMatcher = { label: 'suspected prompt injection', find: findSuspectedInjection };
 
 export const DETECTORS: ReadonlyMap<string, TextMatcher> = new Map<string, TextMatcher>([
   // Secrets (src/policy/secret-detectors.ts) and personal data (src/policy/validated-detectors.ts) validate
   // what their patterns find, so structure alone never fires.
   ...SECRET_DETECTORS,
   ['prompt_injection', INJECTION],
+  ['prompt_injection_suspect', SUSPECTED_INJECTION],
   ...VALIDATED_DETECTORS,
 ]);
 

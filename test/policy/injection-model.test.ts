@@ -34,6 +34,7 @@ t.test('the weights file has the documented shape and loads', async (t) => {
   t.equal(file.version, MODEL_VERSION);
   t.equal(file.dimensions, DIMENSIONS);
   t.ok(file.threshold > 0 && file.threshold <= 1);
+  t.ok(file.suspect_threshold >= 0.5 && file.suspect_threshold <= file.threshold, 'the suspect tier is the wider net');
   t.ok(file.weights.length > 1000, `${file.weights.length} weights`);
   t.ok(file.weights.every(([id], i) => id >= 0 && id < DIMENSIONS && (i === 0 || id > file.weights[i - 1][0])), 'ids ascending and in range');
   t.ok(readFileSync(MODEL_PATH).length < 1_000_000, 'under 1 MB');

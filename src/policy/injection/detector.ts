@@ -34,6 +34,8 @@ export interface InspectOptions {
   readonly model?: Model;
   /** Compute the model's probability on the text even when the model cannot fire. */
   readonly explain?: boolean;
+  /** Let the model fire at this probability instead of its own threshold (the suspect tier). */
+  readonly modelThreshold?: number;
 }
 
 // Read when the detector module loads, so a missing or malformed weights file stops the gateway at start-up
@@ -43,6 +45,7 @@ const SHIPPED = shippedModel();
 export function inspect(text: string, options: InspectOptions = {}): Verdict {
   const layers = options.layers ?? 'all';
   const model = options.model ?? SHIPPED;
+  const threshold = options.modelThreshold ?? model.threshold;
   const budget = { left: MAX_DECODES };
   let topProbability = 0;
 
@@ -54,10 +57,10 @@ export function inspect(text: string, options: InspectOptions = {}): Verdict {
     }
     // A threshold of 1 means training found no threshold at which the model alone meets the precision goal:
     // it then only reports a probability (asked for by `explain` or the model-only layer).
-    if (layers === 'model' || (layers === 'all' && (model.threshold < 1 || (options.explain === true && depth === 0)))) {
+    if (layers === 'model' || (layers === 'all' && (threshold < 1 || (options.explain === true && depth === 0)))) {
       const p = probability(model, n.text);
       if (depth === 0) topProbability = p;
-      if (p >= model.threshold && (model.threshold < 1 || layers === 'model')) return { fired: true, by: 'model', family: null, rule: null, probability: p, depth, index: 0 };
+      if (p >= threshold && (threshold < 1 || layers === 'model')) return { fired: true, by: 'model', family: null, rule: null, probability: p, depth, index: 0 };
     }
     if (depth < MAX_DEPTH && budget.left > 0) {
       const decoded = decodings(t, budget.left, n.text);
@@ -71,6 +74,16 @@ export function inspect(text: string, options: InspectOptions = {}): Verdict {
   };
 
   return scan(text, 0) ?? { fired: false, by: null, family: null, rule: null, probability: topProbability, depth: 0, index: -1 };
+}
+
+/**
+ * The suspect tier: what `prompt_injection` finds, plus texts the model alone scores at or above its
+ * suspect threshold. Higher recall, lower precision (docs/injection-detection.md, "Two tiers").
+ */
+export function findSuspectedInjection(text: string): number {
+  if (text.length === 0) return -1;
+  const v = inspect(text, { modelThreshold: SHIPPED.suspectThreshold });
+  return v.fired ? Math.min(v.index, Math.max(0, text.length - 1)) : -1;
 }
 
 /** Index of an injection in the text (in its normalised form; 0 when found by the model or in a decoding), or -1. */

@@ -52,7 +52,7 @@ function scanRule(id: string, family: Family, source: string, stems: string[], n
 // ---------------------------------------------------------------- instruction override
 const EN_OVR_VERB = alt('ignor(?:e|ing)', 'disregard(?:ing)?', 'forget(?:ting)?', 'overrid(?:e|ing)', 'overwrite', 'bypass', 'skip', 'drop', 'discard', 'abandon', 'set aside', 'throw out', 'stop (?:following|obeying)', 'no longer (?:follow|obey)', 'never ?mind', 'disobey');
 const EN_OVR_GAP = gap(
-  alt('all', 'any', 'every', 'of', 'the', 'your', 'my', 'these', 'those', 'this', 'that', 'previous', 'prior', 'above', 'earlier', 'preceding', 'former', 'original', 'initial', 'system', 'safety', 'current', 'existing', 'old', 'given', 'developers?', "developer's", 'ai', 'content', 'default', 'other', 'such', 'its', 'their', 'whole', 'entire', 'each', 'and', 'or', 'just', 'please', 'basic', 'core', 'internal', 'hidden', 'ethical', 'moral', 'standard', 'usual', 'programmed', 'built-in', 'now', 'everything', 'you', 'were', 'have', 'been', 'told', 'given'),
+  alt('all', 'any', 'every', 'of', 'the', 'your', 'my', 'these', 'those', 'this', 'that', 'previous', 'prior', 'above', 'earlier', 'preceding', 'former', 'original', 'initial', 'system', 'safety', 'current', 'existing', 'old', 'given', 'developers?', "developer's", 'ai', 'content', 'default', 'other', 'such', 'whole', 'entire', 'each', 'and', 'or', 'just', 'please', 'basic', 'core', 'internal', 'hidden', 'ethical', 'moral', 'standard', 'usual', 'programmed', 'built-in', 'now', 'everything', 'you', 'were', 'have', 'been', 'told', 'given'),
   5,
 );
 const EN_OVR_OBJ = alt(
@@ -138,7 +138,7 @@ rule(
   ['предыдущие', 'прежние', 'все', 'твои', 'ваши', 'системные'],
 );
 // Chinese: verb, up to ten characters, object.
-scanRule('override-zh', 'instruction-override', String.raw`(?:忽略|无视|忽视|忘记|忘掉|不要理会|别理会|不要管|别管|抛开|抛弃|放弃|不用遵守|不要遵守|不再遵守|绕过|跳过)[^。！？\n]{0,10}?(?:指令|指示|规则|提示词?|设定|限制|约束|要求|命令)`, ['忽', '无视', '忘', '理会', '管', '抛', '放弃', '遵守', '绕过', '跳过']);
+scanRule('override-zh', 'instruction-override', String.raw`(?:忽略|无视|忽视|忘记|忘掉|不要理会|别理会|不要管|别管|抛开|抛弃|放弃|不用遵守|不要遵守|不再遵守|绕过|跳过)[^。！？\n]{0,10}?(?:指令|指示|规则|提示词|提示(?!音)|设定|限制|约束|要求|命令)`, ['忽', '无视', '忘', '理会', '管', '抛', '放弃', '遵守', '绕过', '跳过']);
 scanRule('override-zh-void', 'instruction-override', String.raw`(?:之前|以上|上面|原来|先前)的?(?:所有)?(?:指令|指示|规则|限制)[^。！？\n]{0,6}?(?:不再有效|已经?失效|作废|已取消|无效)`, ['有效', '失效', '作废', '取消']);
 // Japanese: object, up to twelve characters, then the verb in its imperative or te-form (not ないで).
 scanRule('override-ja', 'instruction-override', String.raw`(?:指示|ルール|命令|制約|制限|設定|プロンプト|規則|ガイドライン)[^。！？\n]{0,12}?(?:無視して|無視しろ|無視せよ|忘れて|忘れろ|破棄して|従わないで)`, ['無視', '忘れ', '破棄', '従わない']);
@@ -191,8 +191,9 @@ rule(
 rule(
   'roleplay-en-evil-ai',
   'roleplay-jailbreak',
-  String.raw`${L}(?:uncensored|unfiltered|unrestricted|jailbroken|unaligned|amoral|evil|rogue|unchained|unbounded|lawless|unethical) ${AI}${R}|${L}you are no longer (?:a |an |the )(?:\p{L}+ ){0,2}(?:assistant|ai|chatbot|bot|model|agent)${R}|${L}you are no longer (?:bound|restricted|limited)${R}`,
-  ['uncensored', 'unfiltered', 'unrestricted', 'jailbroken', 'unaligned', 'amoral', 'evil', 'rogue', 'unchained', 'unbounded', 'lawless', 'unethical', 'you '],
+  // "evil" and "rogue" AIs are stock fiction ("a rogue AI on the space station"): only casting the model as one counts.
+  String.raw`${L}(?:uncensored|unfiltered|unrestricted|jailbroken|unaligned|amoral|unchained|unbounded|lawless|unethical) ${AI}${R}|${L}(?:you are|you're|act as|acting as|pretend to be|pretend you are|become|roleplay as|role-play as|simulate|behave like|respond as|answer as) (?:now )?(?:an? |the )?(?:evil|rogue) ${AI}${R}|${L}you are no longer (?:a |an |the )(?:\p{L}+ ){0,2}(?:assistant|ai|chatbot|bot|model|agent)${R}|${L}you are no longer (?:bound|restricted|limited)${R}`,
+  ['uncensored', 'unfiltered', 'unrestricted', 'jailbroken', 'unaligned', 'amoral', 'unchained', 'unbounded', 'lawless', 'unethical', 'you ', 'act', 'pretend', 'become', 'roleplay', 'role-play', 'simulate', 'behave', 'respond', 'answer'],
 );
 rule('roleplay-en-grandma', 'roleplay-jailbreak', String.raw`${L}(?:pretend|act|roleplay|role-play|play|be)\s+(?:to be |as |like )?(?:my )?(?:late |dead |deceased )?(?:grandma|grandmother|granny)${R}`, ['pretend', 'act', 'roleplay', 'role', 'play', 'be ']);
 // Multilingual: an AI without limits, developer mode, no censorship.
@@ -274,9 +275,9 @@ scanRule('extraction-ja', 'system-prompt-extraction', String.raw`(?:システム
 
 // ---------------------------------------------------------------- fake role / system tags, delimiter spoofing
 const AFTER_TAG_HINT = String.raw`[^\n]{0,160}?(?:you|your|assistant|user|ignore|disregard|override|reveal|disable|grant|comply|must|new|instructions?|rules|restrictions|safety|admin|mode|polic|respond|answer|obey|unrestricted|usuario|ignora|restricciones|utilisateur|benutzer|nutzer|usuario|utente|regole|пользовател|ограничени|用户|限制|ユーザー|制限)`;
-scanRule('fake-tag-chatml', 'fake-role-tag', String.raw`<\|im_start\|>\s*(?:system|developer)|<\|(?:system|developer)\|>|<<sys>>|\[\/?inst\][^\n]{0,40}<<sys>>`, ['<|', '<<sys>>']);
+scanRule('fake-tag-chatml', 'fake-role-tag', String.raw`<\|im_start\|>\s*(?:system|developer)(?! (?:block|blocks|tag|tags|token|tokens|entry|entries|section|turn|turns|header|line|lines|part)(?![\p{L}]))|<\|(?:system|developer)\|>|<<sys>>|\[\/?inst\][^\n]{0,40}<<sys>>`, ['<|', '<<sys>>']);
 scanRule('fake-tag-xml', 'fake-role-tag', String.raw`<\/?(?:system|admin|sys|developer|instructions?|system_prompt|system-prompt)>\s*(?=\S)${AFTER_TAG_HINT}`, ['<system', '</system', '<admin', '</admin', '<sys', '<developer', '</developer', '<instruction', '</instruction']);
-scanRule('fake-tag-bracket', 'fake-role-tag', String.raw`\[(?:system|system message|admin|administrator|developer|operator|root|sudo|sistema|systeme|система|系统|システム)\]\s*(?=[^\d\s])${AFTER_TAG_HINT}`, ['[']);
+scanRule('fake-tag-bracket', 'fake-role-tag', String.raw`(?<!\d\s?)\[(?:system|system message|admin|administrator|developer|operator|root|sudo|sistema|systeme|система|系统|システム)\]\s*(?=[^\d\s])${AFTER_TAG_HINT}`, ['[']);
 scanRule('fake-tag-markdown', 'fake-role-tag', String.raw`(?:^|\n)[ \t]*#{1,4}[ \t]*(?:system|instruction|instructions|system prompt|sistema|systeme|система|系统|システム)[ \t]*[:：]`, ['#']);
 rule(
   'fake-tag-header',
@@ -285,7 +286,7 @@ rule(
   ['system', 'admin', 'administrator', 'sistema', 'systeme', 'система'],
 );
 rule('fake-tag-override-label', 'fake-role-tag', String.raw`${L}(?:administrator|admin|operator|developer|system) override\s*[:：]`, ['administrator', 'admin', 'operator', 'developer', 'system']);
-scanRule('fake-tag-json-role', 'fake-role-tag', String.raw`["']role["']\s*:\s*["']system["']\s*,\s*["']content["']\s*:\s*["']`, ['role']);
+scanRule('fake-tag-json-role', 'fake-role-tag', String.raw`(?<!messages["']?\s*[:=]\s*\[[^\n\]]{0,120})["']role["']\s*:\s*["']system["']\s*,\s*["']content["']\s*:\s*["']`, ['role']);
 rule('fake-tag-transcript', 'fake-role-tag', String.raw`(?:assistant|ai)\s*:\s*(?:sure|certainly|of course|ok(?:ay)?|absolutely)[,!.]?\s+(?:here(?:'s| is| are)|i will|i'll)`, ['assistant', 'ai:', 'ai ']);
 scanRule('fake-tag-html-comment', 'fake-role-tag', String.raw`<!--\s*(?:assistant|ai|llm|system|agent|note to (?:the )?ai)\s*:`, ['<!--']);
 rule(

@@ -19,6 +19,12 @@ export interface ModelFile {
   readonly bias: number;
   /** Probability at or above which the model alone fires; chosen by cross-validation on train. */
   readonly threshold: number;
+  /**
+   * Probability at or above which the `prompt_injection_suspect` detector fires: the highest threshold at
+   * which, out of fold on train, the rules or the model reach the recall goal. A wider net than
+   * `threshold`, meant for review (`flag`, `escalate`), not for blocking.
+   */
+  readonly suspect_threshold: number;
   /** [feature id, weight] pairs, ids ascending. */
   readonly weights: ReadonlyArray<readonly [number, number]>;
   readonly training: Record<string, unknown>;
@@ -28,6 +34,7 @@ export interface Model {
   readonly window: number;
   readonly bias: number;
   readonly threshold: number;
+  readonly suspectThreshold: number;
   readonly weights: Float32Array;
 }
 
@@ -36,7 +43,7 @@ export function modelFromFile(file: ModelFile): Model {
   if (file.dimensions !== DIMENSIONS) throw new Error(`injection model: ${file.dimensions} dimensions, expected ${DIMENSIONS}`);
   const weights = new Float32Array(DIMENSIONS);
   for (const [id, w] of file.weights) weights[id] = w;
-  return { window: file.window, bias: file.bias, threshold: file.threshold, weights };
+  return { window: file.window, bias: file.bias, threshold: file.threshold, suspectThreshold: file.suspect_threshold, weights };
 }
 
 /** The best window's raw score (before the bias) and where it starts, in tokens. */

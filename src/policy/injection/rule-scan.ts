@@ -9,7 +9,7 @@ import { RULES, type Rule } from './families.js';
 // boundary and the match (at most NEGATION_WINDOW characters), so "Don't refuse, and reveal your prompt"
 // still fires while "Never reveal your prompt" does not.
 const NEGATOR = new RegExp(
-  String.raw`(?<![\p{L}])(?:not|never|don'?t|dont|cannot|can'?t|won'?t|mustn'?t|shouldn'?t|refuse[sd]?|decline[sd]?|avoid|nor|no one|under no circumstances|asks? (?:you )?to|asked (?:you )?to|requests? (?:you )?to|attempts? to|tries to|trying to|tells? you to|instructs? you to|telling(?: \p{L}+){0,3} to|(?:phrases?|prompts?|attacks?|attempts?|payloads?|messages?) (?:like|such as|that (?:tell|ask|claim|say|instruct)\p{L}*)|demandent|piden|bitten|pedem|chiedono|просят|no|nunca|jamas|ne|jamais|nicht|niemals|nie|keine?n?|nao|non|mai|не|никогда|нельзя|ни)(?![\p{L}])|(?<![\p{L}])n['’]|不要|不得|不能|不可|别|禁止|切勿|请勿|绝不|决不|勿`,
+  String.raw`(?<![\p{L}])(?:not|never|don'?t|dont|cannot|can'?t|won'?t|mustn'?t|shouldn'?t|refuse[sd]?|decline[sd]?|avoid|nor|no one|under no circumstances|asks? (?:you )?to|asked (?:you )?to|requests? (?:you )?to|attempts? to|tries to|trying to|tells? you to|instructs? you to|telling(?: \p{L}+){0,3} to|(?:phrases?|prompts?|attacks?|attempts?|payloads?|messages?) (?:like|such as|that (?:tell|ask|claim|say|instruct)\p{L}*)|demande[snr]?|demandent|pide[n]?|pida[n]?|bittet|bitten|pede[m]?|chiede|chiedono|просит|просят|no|nunca|jamas|ne|jamais|nicht|niemals|nie|keine?n?|nao|non|mai|не|никогда|нельзя|ни)(?![\p{L}])|(?<![\p{L}])n['’]|不要|不得|不能|不可|别|禁止|切勿|请勿|绝不|决不|勿|要求你|要求您|让你|叫你`,
   'u',
 );
 const BOUNDARY = /[.,;:!?\n。，！？；、]/;
@@ -21,6 +21,72 @@ export function isNegated(text: string, at: number): boolean {
   while (start > from && !BOUNDARY.test(text[start - 1])) start--;
   if (start === at) return false;
   return NEGATOR.test(text.slice(start, at));
+}
+
+// Words that mark a text as discussing attacks (a security article, a training slide, a red-team report)
+// rather than carrying one, in the nine languages. Only consulted for a match inside quotation marks.
+const DISCUSSION = new RegExp(
+  String.raw`(?<![\p{L}])(?:injections?|jailbreak\p{L}*|attack\p{L}*|adversar\p{L}*|malicious|red[ -]?team\p{L}*|payloads?|exploit\p{L}*|phishing|vulnerabilit\p{L}*|owasp|researchers?|for example|e\.g\.|such as|inyecci\p{L}*|ataque\p{L}*|atacante\p{L}*|por ejemplo|attaque\p{L}*|attaquant\p{L}*|par exemple|angriff\p{L}*|angreifer\p{L}*|zum beispiel|z\.b\.|injektion\p{L}*|injecao|injecoes|por exemplo|attacc\p{L}*|iniezion\p{L}*|ad esempio|per esempio|атак\p{L}*|инъекц\p{L}*|злоумышл\p{L}*|например|уязвим\p{L}*|patterns?|detect\p{L}*|filter\p{L}*|blocked|guard\p{L}*|muster|erkenn\p{L}*|detecta\p{L}*|detecte\p{L}*|rileva\p{L}*|обнаруж\p{L}*|expect|assert\p{L}*|tests?)(?![\p{L}])|注入|攻击|攻撃|例如|比如|脆弱|インジェクション|例えば|たとえば|之类|这样的|类似|检测|拦截|过滤|検出|って言|と言|と書|のような`,
+  'u',
+);
+const QUOTE_OPEN = new Set(['\u201c', '\u00ab', '\u201e', '\u300c', '\u300e', '\u2018', '\u201a']);
+const QUOTE_CLOSE = new Set(['\u201d', '\u00bb', '\u300d', '\u300f', '\u2019']);
+const QUOTE_WINDOW = 400;
+
+/**
+ * Where the quotation that holds the match at `at` opens on its line (an opening curly, angle or CJK quote not
+ * yet closed, or an odd number of straight double or single quotes before it): where it opens, or -1. A quotation alone does not excuse a
+ * match (attackers quote too); rule-scan pairs it with discussion vocabulary outside the match.
+ */
+export function quotationStart(text: string, at: number): number {
+  const from = Math.max(0, at - QUOTE_WINDOW);
+  let straight = 0;
+  let firstStraight = -1;
+  let single = 0;
+  let firstSingle = -1;
+  for (let i = at - 1; i >= from; i--) {
+    const ch = text[i];
+    if (ch === '\n') break;
+    if (ch === '"') {
+      straight++;
+      if (firstStraight === -1) firstStraight = i;
+    } else if (ch === "'") {
+      // An apostrophe sits between letters (don't, l'IA); a quotation mark does not.
+      const before = i > 0 ? text.charCodeAt(i - 1) : 32;
+      const after = text.charCodeAt(i + 1);
+      if (!(isLetter(before) && isLetter(after))) {
+        single++;
+        if (firstSingle === -1) firstSingle = i;
+      }
+    } else if (QUOTE_CLOSE.has(ch)) return -1;
+    else if (QUOTE_OPEN.has(ch)) return i;
+  }
+  if (straight % 2 === 1) return firstStraight;
+  if (single % 2 === 1) return firstSingle;
+  return -1;
+}
+
+const LETTER = /\p{L}/u;
+function isLetter(c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c > 127 && LETTER.test(String.fromCharCode(c)));
+}
+
+const CLOSES: Record<string, string> = { '"': '"', "'": "'", '\u201c': '\u201d', '\u00ab': '\u00bb', '\u201e': '\u201c', '\u300c': '\u300d', '\u300e': '\u300f', '\u2018': '\u2019', '\u201a': '\u2018' };
+
+/**
+ * A quoted example in a text about attacks ("attackers write things like “ignore all previous
+ * instructions”") is reported, not addressed to the model: skip it. The discussion words must occur
+ * outside the quoted match itself, so an injection cannot excuse itself by containing "attack".
+ */
+export function isQuotedExample(text: string, at: number): boolean {
+  const open = quotationStart(text, at);
+  if (open === -1) return false;
+  const closeChar = CLOSES[text[open]] ?? text[open];
+  let close = text.indexOf(closeChar, at);
+  if (close === -1 || close - at > QUOTE_WINDOW) close = Math.min(text.length, at + QUOTE_WINDOW);
+  const before = text.slice(Math.max(0, open - QUOTE_WINDOW), open);
+  const after = text.slice(close + 1, close + 1 + QUOTE_WINDOW);
+  return DISCUSSION.test(before) || DISCUSSION.test(after);
 }
 
 export interface RuleHit {
@@ -85,7 +151,7 @@ function tryRule(rule: Rule, text: string, at: number): boolean {
   re.lastIndex = at;
   const matched = re.test(text);
   re.lastIndex = 0;
-  return matched && (!rule.negatable || !isNegated(text, at));
+  return matched && (!rule.negatable || !isNegated(text, at)) && !isQuotedExample(text, at);
 }
 
 function scanRule(rule: Rule, text: string): number {
@@ -102,7 +168,7 @@ function scanRule(rule: Rule, text: string): number {
   let m: RegExpExecArray | null;
   let found = -1;
   while ((m = re.exec(text)) !== null) {
-    if (!rule.negatable || !isNegated(text, m.index)) {
+    if ((!rule.negatable || !isNegated(text, m.index)) && !isQuotedExample(text, m.index)) {
       found = m.index;
       break;
     }

@@ -6,7 +6,8 @@
  * fold split and the example order, and the weights are rounded before they are written, so the same
  * corpus gives the same file byte for byte.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decodings } from './decoders.js';
 import { DIMENSIONS, extract } from './features.js';
@@ -14,7 +15,10 @@ import { bestWindow, MODEL_PATH, MODEL_VERSION, sigmoid, type ModelFile } from '
 import { normalise } from './normalise.js';
 import { firstRuleHit } from './rule-scan.js';
 
-export const CORPUS_PATH = fileURLToPath(new URL('../../../test/fixtures/detectors/injection.jsonl', import.meta.url));
+export const CORPUS_DIR = fileURLToPath(new URL('../../../test/fixtures/detectors/', import.meta.url));
+export const CORPUS_PATH = join(CORPUS_DIR, 'injection.jsonl');
+/** Training-only corpora: every line is split "train" (test/fixtures/detectors/README.md). */
+const TRAINING_ONLY = /^injection-train-[a-z0-9-]+\.jsonl$/;
 export const SEED = 13;
 const WINDOW = 48;
 const EPOCHS = 30;
@@ -33,16 +37,18 @@ const NEGATIVE_WEIGHT = 2;
  * docs/injection-detection.md, "Model", for why this is the current outcome.
  */
 const TARGET_PRECISION = 0.95;
+/** The suspect tier's goal: the detector's recall goal, out of fold on train (rules or model). */
+const TARGET_RECALL = 0.85;
 const DETECTOR = 'prompt_injection';
 
-interface Sample {
+export interface Sample {
   id: string;
   split: string;
   text: string;
   expect: string[];
 }
 
-interface Example {
+export interface Example {
   ids: Int32Array;
   starts: Int32Array;
   tokens: number;
@@ -69,11 +75,18 @@ function shuffle<T>(xs: T[], rand: () => number): T[] {
   return xs;
 }
 
-export function readCorpus(path = CORPUS_PATH): Sample[] {
+/** One corpus file; without a path, the detector corpus plus every training-only corpus, in name order. */
+export function readCorpus(path?: string): Sample[] {
+  if (path === undefined) return trainingCorpusFiles().flatMap((f) => readCorpus(f));
   return readFileSync(path, 'utf8')
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as Sample);
+}
+
+export function trainingCorpusFiles(dir = CORPUS_DIR): string[] {
+  const extra = readdirSync(dir).filter((f) => TRAINING_ONLY.test(f)).sort();
+  return [CORPUS_PATH, ...extra.map((f) => join(dir, f))];
 }
 
 /**
@@ -81,7 +94,7 @@ export function readCorpus(path = CORPUS_PATH): Sample[] {
  * text of each decoding, all with the sample's label.
  */
 /** Whether a rule fires on the sample or on one of its decodings (the detector's layer 3). */
-function ruleCatches(s: Sample): boolean {
+export function ruleCatches(s: Sample): boolean {
   const texts = [s.text, ...decodings(s.text)];
   return texts.some((t) => {
     const n = normalise(t);
@@ -89,7 +102,7 @@ function ruleCatches(s: Sample): boolean {
   });
 }
 
-function examplesOf(s: Sample): Example[] {
+export function examplesOf(s: Sample): Example[] {
   const y = s.expect.includes(DETECTOR) ? 1 : 0;
   const texts = [normalise(s.text).text, ...decodings(s.text).map((d) => normalise(d).text)];
   return texts.map((t) => {
@@ -98,12 +111,12 @@ function examplesOf(s: Sample): Example[] {
   });
 }
 
-interface Trained {
+export interface Trained {
   weights: Float64Array;
   bias: number;
 }
 
-function fit(groups: Example[][], seed: number): Trained {
+export function fit(groups: Example[][], seed: number): Trained {
   const weights = new Float64Array(DIMENSIONS);
   let bias = 0;
   const examples = groups.flat();
@@ -132,7 +145,7 @@ function fit(groups: Example[][], seed: number): Trained {
   return { weights, bias };
 }
 
-function predict(model: Trained, group: Example[]): number {
+export function predict(model: Trained, group: Example[]): number {
   let best = 0;
   for (const e of group) best = Math.max(best, sigmoid(model.bias + bestWindow(e, model.weights, WINDOW).sum));
   return best;
@@ -175,7 +188,8 @@ export function train(samples: Sample[]): ModelFile {
   // The model only ever decides where no rule fired, so its threshold must also be precise there: on the
   // train samples the rules miss, what it adds at that threshold must include a true positive and meet the
   // goal. (Out of fold on all of train, the easy positives the rules already catch flatter the model.)
-  const missed = oof.filter((o) => !ruleCatches(trainSet[o.i]));
+  const ruleHits = new Set(oof.filter((o) => ruleCatches(trainSet[o.i])).map((o) => o.i));
+  const missed = oof.filter((o) => !ruleHits.has(o.i));
   let threshold = 1;
   for (let t = 50; t <= 99; t += 1) {
     const { precision } = precisionRecall(oof, t / 100);
@@ -188,11 +202,23 @@ export function train(samples: Sample[]): ModelFile {
   }
   const cv = precisionRecall(oof, threshold);
 
+  // The suspect tier: the highest threshold at which the rules or the model reach the recall goal out of
+  // fold; never below 0.5, where the model would call more texts injections than not.
+  const combined = (t: number) => oof.map((o) => ({ p: ruleHits.has(o.i) ? 1 : o.p, y: o.y }));
+  let suspectThreshold = 0.5;
+  for (let t = 99; t >= 50; t -= 1) {
+    if (precisionRecall(combined(t / 100), t / 100).recall >= TARGET_RECALL) {
+      suspectThreshold = t / 100;
+      break;
+    }
+  }
+  const suspectCv = precisionRecall(combined(suspectThreshold), suspectThreshold);
+
   const final = fit(groups, SEED);
   const weights: Array<[number, number]> = [];
   for (let id = 0; id < DIMENSIONS; id++) {
-    const w = round(final.weights[id], 4);
-    if (Math.abs(w) >= 0.001) weights.push([id, w]);
+    const w = round(final.weights[id], 3);
+    if (Math.abs(w) >= 0.003) weights.push([id, w]);
   }
   return {
     version: MODEL_VERSION,
@@ -200,9 +226,10 @@ export function train(samples: Sample[]): ModelFile {
     window: WINDOW,
     bias: round(final.bias, 4),
     threshold,
+    suspect_threshold: suspectThreshold,
     weights,
     training: {
-      corpus: 'test/fixtures/detectors/injection.jsonl',
+      corpus: trainingCorpusFiles().map((f) => `test/fixtures/detectors/${basename(f)}`),
       split: 'train',
       samples: trainSet.length,
       positives: labels.filter((y) => y === 1).length,
@@ -214,6 +241,10 @@ export function train(samples: Sample[]): ModelFile {
       target_precision: TARGET_PRECISION,
       cv_precision: round(cv.precision, 3),
       cv_recall: round(cv.recall, 3),
+      target_recall: TARGET_RECALL,
+      // Rules or model at the suspect threshold, out of fold on train.
+      suspect_cv_precision: round(suspectCv.precision, 3),
+      suspect_cv_recall: round(suspectCv.recall, 3),
       // The model alone, out of fold on train: [threshold, precision, recall].
       cv_curve: [0.5, 0.7, 0.9, 0.95, 0.99].map((t) => {
         const pr = precisionRecall(oof, t);
@@ -226,7 +257,7 @@ export function train(samples: Sample[]): ModelFile {
 /** The file's text: one weight pair per line keeps diffs of a retrained model readable. */
 export function serialise(file: ModelFile): string {
   const { weights, ...head } = file;
-  const lines = weights.map(([id, w]) => `    [${id}, ${w}]`);
+  const lines = weights.map(([id, w]) => `[${id},${w}]`);
   const headJson = JSON.stringify(head, null, 2);
   return `${headJson.slice(0, -2)},\n  "weights": [\n${lines.join(',\n')}\n  ]\n}\n`;
 }
