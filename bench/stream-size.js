@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadSettings } from '../dist/config/settings.js';
-import { composeSidecar } from '../dist/proxy/sidecar.js';
+import { composeSidecar } from '../dist/compose/sidecar.js';
 
 const DELTA = 'The quick brown fox jumps over the lazy dog while the agent streams a long report. ';
 

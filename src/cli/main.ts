@@ -7,8 +7,8 @@ import { loadPolicyDir } from '../policy/loader.js';
 import { formatReport, readCaseDir, runCases } from '../policy/policy-test.js';
 import { policyReplayCommand } from './policy-replay.js';
 import { loadSettings, settingsHelp, SettingsError, type Mode } from '../config/settings.js';
-import { composeSidecar } from '../proxy/sidecar.js';
-import { compose } from '../server/compose.js';
+import { composeSidecar } from '../compose/sidecar.js';
+import { compose } from '../compose/modes.js';
 
 const USAGE = `Usage: gov <mode> [--help]
 

@@ -51,7 +51,7 @@ export interface AppDeps {
   health: () => Promise<Record<string, unknown>>;
 }
 
-/** The one app factory every mode uses; modes differ only in the deps compose.ts hands it. */
+/** The one app factory every mode uses; modes differ only in the deps their composition (src/compose/) hands it. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,

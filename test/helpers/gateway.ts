@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { captureLogger } from './log-capture.js';
 import { loadSettings, type Mode } from '../../src/config/settings.js';
-import { compose, type Composed } from '../../src/server/compose.js';
+import { compose, type Composed } from '../../src/compose/modes.js';
 import { WORKED_EXAMPLE } from './worked-example.js';
 
 export interface TestGateway {

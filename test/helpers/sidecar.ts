@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { captureLogger } from './log-capture.js';
 import { loadSettings } from '../../src/config/settings.js';
-import { composeSidecar, type Sidecar } from '../../src/proxy/sidecar.js';
+import { composeSidecar, type Sidecar } from '../../src/compose/sidecar.js';
 
 export interface TestSidecar {
   proxyUrl: string;

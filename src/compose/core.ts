@@ -1,8 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { loadRateLimits } from '../config/rate-limits.js';
+import { loadRateLimits, type RateLimitRules } from '../config/rate-limits.js';
 import type { Settings } from '../config/settings.js';
 import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { AnchoredLedger, HeadAnchorFile } from '../ledger/head-anchor.js';
@@ -23,42 +22,47 @@ import { ManifestRegistry } from '../runtime/manifest-registry.js';
 import { PolicyRegistry, type FileSyncReport } from '../runtime/policy-registry.js';
 import { fingerprint, PolicyDirWatcher } from '../runtime/policy-watcher.js';
 import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classifier.js';
-import { MemorySlidingWindowLimiter } from '../runtime/rate-limiter.js';
+import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { GovMetrics } from '../telemetry/metrics.js';
-import { buildApp, type AppDeps } from './app.js';
-import { bearerAuthenticator, generateEmbedToken, govTokenAuthenticator, openAuthenticator, type Authenticator } from './authenticators.js';
 
-export interface Composed {
-  app: FastifyInstance;
-  storage: Storage;
+/**
+ * The parts every mode shares, built from settings with no HTTP: storage, the governor and what it reads
+ * (kill switch, manifests, policies, review queue, remote classifier), the limiter, metrics and the logger.
+ * The API app (compose/api-app.ts), the sidecar's proxy and later the client and the workers are built
+ * on one of these. Nothing here imports Fastify (test/compose/core-imports.test.ts holds it to that).
+ */
+export interface Core {
   settings: Settings;
+  storage: Storage;
   /** The governance service, shared by the API routes and (in the sidecar) the proxy. */
   governor: Governor;
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
+  reviewQueue: ReviewQueue;
   /** Published policy versions and the active set (runtime/policy-registry.ts). */
   policies: PolicyRegistry;
   /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
   policyWatcher: PolicyDirWatcher | null;
+  /** The rate-limit port and the rules of GOV_RATE_LIMIT_FILE. */
+  limiter: RateLimiter;
+  rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
-  /** The bearer token of an embedded gateway (generated when GOV_EMBED_TOKEN is unset). */
-  token: string | null;
-  tokenGenerated: boolean;
+  clock: () => Date;
+  /** Stops the background work (policy watcher), then closes storage and the classifier's client. */
   close(): Promise<void>;
 }
 
-export interface ComposeOptions {
+export interface CoreOptions {
   clock?: () => Date;
   logger?: Logger;
+  /**
+   * Whether decisions read the agent's historical reliability from the ledger (the full gateway's
+   * signal); without it the engine uses its neutral value.
+   */
+  historicalReliability?: boolean;
 }
-
-/**
- * What every deployment includes: the policy API. The judge, trust chain and the other later features are
- * in none yet (docs/tiers.md).
- */
-const ENTITLEMENTS: ReadonlySet<string> = new Set(['policy_api']);
 
 export function createLogger(settings: Settings): Logger {
   return pino({
@@ -110,11 +114,12 @@ function logPolicyReport(logger: Logger, report: FileSyncReport): void {
 }
 
 /**
- * The single composition root. Embedded: LMDB (or memory) ledger, in-process limiter, bearer auth, no
- * historical-reliability signal. Gateway: the same parts with X-Gov-Token auth and the reliability signal
- * (PostgreSQL and Redis adapters replace the ledger and limiter here when they arrive).
+ * Builds the core from settings: files first (policies, golden rules, manifests, rate limits), so a bad
+ * file stops start-up before storage opens; then storage, the policy registry (strict start-up sync of
+ * GOV_POLICY_DIR), and the governor. Which store and limiter adapters to use is decided here, from
+ * settings alone; which auth, health path and signals a mode has is decided by its own composition.
  */
-export async function compose(settings: Settings, opts: ComposeOptions = {}): Promise<Composed> {
+export async function composeCore(settings: Settings, opts: CoreOptions = {}): Promise<Core> {
   const clock = opts.clock ?? (() => new Date());
   const logger = opts.logger ?? createLogger(settings);
   const policySources = await readPolicySources(settings.policyDir);
@@ -166,19 +171,6 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     throw e;
   }
 
-  let token: string | null = null;
-  let tokenGenerated = false;
-  let authenticator: Authenticator;
-  // The sidecar serves the embedded API beside its proxy: same bearer auth, health path and signals.
-  const embeddedApi = settings.mode !== 'gateway';
-  if (embeddedApi) {
-    token = settings.embedToken ?? generateEmbedToken();
-    tokenGenerated = settings.embedToken === null;
-    authenticator = bearerAuthenticator(token);
-  } else {
-    authenticator = settings.authEnabled ? govTokenAuthenticator(settings.apiKeys, settings.jwtSecret, { audience: settings.jwtAudience, issuer: settings.jwtIssuer }) : openAuthenticator();
-  }
-
   const killSwitch = new KillSwitch(storage.kv, settings.envKillSwitch);
   const manifests = new ManifestRegistry(storage.kv, manifestFiles);
   const reviewQueue = new ReviewQueue(storage.kv);
@@ -190,7 +182,7 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     manifests,
     reviewQueue,
     rules: () => rules,
-    useHistoricalReliability: settings.mode === 'gateway',
+    useHistoricalReliability: opts.historicalReliability ?? false,
     reviewSlaMinutes: settings.reviewSlaMinutes,
     backpressureWaitMs: settings.ledgerBackpressureWaitMs,
     maxStoredTextChars: settings.auditMaxTextChars,
@@ -202,49 +194,28 @@ export async function compose(settings: Settings, opts: ComposeOptions = {}): Pr
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
   });
 
-  const deps: AppDeps = {
+  let closing: Promise<void> | null = null;
+  return {
     settings,
-    logger,
+    storage,
     governor,
-    ledger: storage.ledger,
     killSwitch,
     manifests,
     reviewQueue,
     policies,
-    authenticator,
-    entitlements: ENTITLEMENTS,
+    policyWatcher,
     limiter: new MemorySlidingWindowLimiter(),
     rateRules,
     metrics,
-    clock,
-    healthPath: embeddedApi ? '/v1/health' : '/health',
-    health: async () => (settings.mode === 'gateway' ? { ledger: 'ok', ledger_head_seq: storage.ledger.head().seq } : {}),
-  };
-  const app = await buildApp(deps);
-  await app.ready();
-
-  let closed = false;
-  return {
-    app,
-    storage,
-    settings,
-    governor,
-    killSwitch,
-    manifests,
-    policies,
-    policyWatcher,
-    metrics,
     logger,
-    token,
-    tokenGenerated,
-    async close() {
-      if (closed) return;
-      closed = true;
-      // Stop taking requests and let in-flight ones finish (their rows commit), then close the ledger.
-      await policyWatcher?.close();
-      await app.close();
-      await storage.close();
-      await classifier?.close();
+    clock,
+    close() {
+      closing ??= (async () => {
+        await policyWatcher?.close();
+        await storage.close();
+        await classifier?.close();
+      })();
+      return closing;
     },
   };
 }

@@ -1,16 +1,17 @@
 import type { Settings } from '../config/settings.js';
 import { agentIdentity } from '../config/agent-identity.js';
-import { compose, type ComposeOptions, type Composed } from '../server/compose.js';
-import type { AdapterContext, ProtocolAdapter } from './adapter.js';
-import { ADAPTERS } from './adapters.js';
-import type { ProxyCore } from './governed-call.js';
-import { ProxyServer } from './proxy-server.js';
-import { buildRouteTable, type RouteTable } from './routes.js';
-import { ToolCallLinks } from './tool-call-links.js';
-import { UpstreamPools } from './upstream.js';
+import type { AdapterContext, ProtocolAdapter } from '../proxy/adapter.js';
+import { ADAPTERS } from '../proxy/adapters.js';
+import type { ProxyCore } from '../proxy/governed-call.js';
+import { ProxyServer } from '../proxy/proxy-server.js';
+import { buildRouteTable, type RouteTable } from '../proxy/routes.js';
+import { ToolCallLinks } from '../proxy/tool-call-links.js';
+import { UpstreamPools } from '../proxy/upstream.js';
+import { withApiApp, type Composed } from './api-app.js';
+import { composeEmbeddedCore, embeddedAccess, type EmbeddedOptions } from './embedded.js';
 
 export interface Sidecar {
-  /** The embedded API's composition (app, governor, ledger...), shared with the proxy. */
+  /** The core and the embedded API's app on it (governor, ledger...), shared with the proxy. */
   composed: Composed;
   proxy: ProxyServer;
   routes: RouteTable;
@@ -20,18 +21,19 @@ export interface Sidecar {
   close(): Promise<void>;
 }
 
-export type SidecarOptions = ComposeOptions;
+export type SidecarOptions = EmbeddedOptions;
 
 /**
- * The sidecar mode as a composition: the embedded API (compose()) plus the proxy, sharing one governor,
- * ledger, kill switch and manifest set, and one tool-call link registry between the LLM routes that
- * record the tool calls they release and the MCP/tool routes that execute them. Nothing in the routes or
- * the engine knows which mode runs.
+ * `gov sidecar`: the core (as embedded: no historical-reliability signal), the embedded API's app on it,
+ * and the proxy, sharing one governor, ledger, kill switch and manifest set, and one tool-call link
+ * registry between the LLM routes that record the tool calls they release and the MCP/tool routes that
+ * execute them. Nothing in the routes or the engine knows which mode runs.
  */
 export async function composeSidecar(settings: Settings, opts: SidecarOptions = {}): Promise<Sidecar> {
   const proxySettings = settings.proxy;
   if (proxySettings === null) throw new Error('composeSidecar needs sidecar settings (loadSettings("sidecar"))');
-  const composed = await compose(settings, opts);
+  const { access, token, tokenGenerated } = embeddedAccess(settings);
+  const composed = await withApiApp(await composeEmbeddedCore(settings, opts), access, token, tokenGenerated);
   const links = new ToolCallLinks();
   const context: AdapterContext = { manifest: (agentId) => composed.manifests.get(agentId), links };
   let routes: RouteTable;

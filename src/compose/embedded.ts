@@ -1,0 +1,31 @@
+import type { Settings } from '../config/settings.js';
+import { bearerAuthenticator, generateEmbedToken } from '../server/authenticators.js';
+import { withApiApp, type ApiAccess, type Composed } from './api-app.js';
+import { composeCore, type Core, type CoreOptions } from './core.js';
+
+export type EmbeddedOptions = Omit<CoreOptions, 'historicalReliability'>;
+
+/**
+ * The embedded API's access: a bearer token (GOV_EMBED_TOKEN, else generated and printed once), the
+ * /v1/health path with nothing added. The sidecar serves the same API beside its proxy.
+ */
+export function embeddedAccess(settings: Settings): { access: ApiAccess; token: string; tokenGenerated: boolean } {
+  const token = settings.embedToken ?? generateEmbedToken();
+  return {
+    access: { authenticator: bearerAuthenticator(token), healthPath: '/v1/health', health: async () => ({}) },
+    token,
+    tokenGenerated: settings.embedToken === null,
+  };
+}
+
+/** The embedded core: no historical-reliability signal (the engine's neutral value), as in the sidecar. */
+export function composeEmbeddedCore(settings: Settings, opts: EmbeddedOptions = {}): Promise<Core> {
+  return composeCore(settings, { ...opts, historicalReliability: false });
+}
+
+/** `gov embedded`: the core (LMDB or memory ledger, in-process limiter) and the API with bearer auth. */
+export async function composeEmbedded(settings: Settings, opts: EmbeddedOptions = {}): Promise<Composed> {
+  const core = await composeEmbeddedCore(settings, opts);
+  const { access, token, tokenGenerated } = embeddedAccess(settings);
+  return withApiApp(core, access, token, tokenGenerated);
+}

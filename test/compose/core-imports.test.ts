@@ -1,0 +1,82 @@
+// The core composition must not load Fastify: the client library, the workers and the central ingest are
+// built on it, and none of them serves the API. Each probe runs in a fresh process, so nothing another test
+// loaded counts, and records every module the process loads two ways: an ESM resolve hook (import
+// statements, dynamic imports) and the CommonJS cache (require() inside CommonJS packages, which ESM
+// hooks do not see in Node 20).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+
+const SRC = (rel: string) => fileURLToPath(new URL(`../../src/${rel}`, import.meta.url));
+
+const HOOKS = `
+import { appendFileSync } from 'node:fs';
+export async function resolve(specifier, context, next) {
+  const r = await next(specifier, context);
+  appendFileSync(process.env.GOV_TEST_LOADED_LOG, r.url + '\\n');
+  return r;
+}`;
+const REGISTER = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});`;
+
+interface Probe {
+  loaded: string[];
+  stderr: string;
+  code: number | null;
+}
+
+/** Runs `body` (an ES module) in a fresh node with this process's TypeScript loader; returns every module it loaded. */
+async function probe(body: string): Promise<Probe> {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-core-imports-'));
+  const log = join(dir, 'loaded.txt');
+  const script = `${body}
+import { createRequire } from 'node:module';
+import { appendFileSync } from 'node:fs';
+appendFileSync(process.env.GOV_TEST_LOADED_LOG, Object.keys(createRequire(import.meta.url).cache).join('\\n') + '\\n');`;
+  const execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
+  const child = spawn(process.execPath, [...execArgv, '--import', `data:text/javascript,${encodeURIComponent(REGISTER)}`, '--input-type=module', '-e', script], {
+    env: { ...process.env, GOV_TEST_LOADED_LOG: log },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  let loaded: string[] = [];
+  try {
+    loaded = readFileSync(log, 'utf8').split('\n').filter(Boolean);
+  } catch {
+    // no module loaded at all: the assertions below say so
+  }
+  rmSync(dir, { recursive: true, force: true });
+  return { loaded, stderr, code };
+}
+
+const fastifyModules = (p: Probe) => p.loaded.filter((m) => /fastify/i.test(m));
+
+t.test('composing a core loads no Fastify module', async (t) => {
+  const core = SRC('compose/core.ts');
+  const settings = SRC('config/settings.ts');
+  const example = fileURLToPath(new URL('../fixtures/worked-example.json', import.meta.url));
+  // A governed call too, so that a module loaded lazily on the first decision would be seen.
+  const p = await probe(`
+const { readFileSync } = await import('node:fs');
+const { composeCore } = await import(${JSON.stringify(core)});
+const { loadSettings } = await import(${JSON.stringify(settings)});
+const s = loadSettings('embedded', { GOV_EMBED_DB: ':memory:', GOV_POLICY_WATCH: 'false', GOV_LOG_LEVEL: 'silent' });
+const c = await composeCore(s);
+const r = await c.governor.validate(JSON.parse(readFileSync(${JSON.stringify(example)}, 'utf8')));
+if (r.decision.outcome !== 'approve') throw new Error('unexpected outcome ' + r.decision.outcome);
+await c.close();`);
+  t.equal(p.code, 0, p.stderr);
+  t.ok(p.loaded.some((m) => m.includes('/compose/core.')), 'the probe saw the core module load');
+  t.ok(p.loaded.some((m) => m.includes('/node_modules/lmdb/')), 'and its storage adapter');
+  t.same(fastifyModules(p), [], 'no module path names fastify');
+});
+
+t.test('the probe does see Fastify where it is loaded (the API app composition)', async (t) => {
+  const p = await probe(`await import(${JSON.stringify(SRC('compose/api-app.ts'))});`);
+  t.equal(p.code, 0, p.stderr);
+  t.ok(fastifyModules(p).length > 0, 'fastify modules recorded');
+});
