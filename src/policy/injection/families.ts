@@ -277,16 +277,17 @@ scanRule('extraction-ja', 'system-prompt-extraction', String.raw`(?:システム
 const AFTER_TAG_HINT = String.raw`[^\n]{0,160}?(?:you|your|assistant|user|ignore|disregard|override|reveal|disable|grant|comply|must|new|instructions?|rules|restrictions|safety|admin|mode|polic|respond|answer|obey|unrestricted|usuario|ignora|restricciones|utilisateur|benutzer|nutzer|usuario|utente|regole|пользовател|ограничени|用户|限制|ユーザー|制限)`;
 scanRule('fake-tag-chatml', 'fake-role-tag', String.raw`<\|im_start\|>\s*(?:system|developer)(?! (?:block|blocks|tag|tags|token|tokens|entry|entries|section|turn|turns|header|line|lines|part)(?![\p{L}]))|<\|(?:system|developer)\|>|<<sys>>|\[\/?inst\][^\n]{0,40}<<sys>>`, ['<|', '<<sys>>']);
 scanRule('fake-tag-xml', 'fake-role-tag', String.raw`<\/?(?:system|admin|sys|developer|instructions?|system_prompt|system-prompt)>\s*(?=\S)${AFTER_TAG_HINT}`, ['<system', '</system', '<admin', '</admin', '<sys', '<developer', '</developer', '<instruction', '</instruction']);
-scanRule('fake-tag-bracket', 'fake-role-tag', String.raw`(?<!\d\s?)\[(?:system|system message|admin|administrator|developer|operator|root|sudo|sistema|systeme|система|系统|システム)\]\s*(?=[^\d\s])${AFTER_TAG_HINT}`, ['[']);
+scanRule('fake-tag-bracket', 'fake-role-tag', String.raw`(?<![\d\]]\s?)\[(?:system|system message|admin|administrator|developer|operator|root|sudo|sistema|systeme|система|系统|システム)\]\s*(?=[^\d\s])${AFTER_TAG_HINT}`, ['[']);
 scanRule('fake-tag-markdown', 'fake-role-tag', String.raw`(?:^|\n)[ \t]*#{1,4}[ \t]*(?:system|instruction|instructions|system prompt|sistema|systeme|система|系统|システム)[ \t]*[:：]`, ['#']);
 rule(
   'fake-tag-header',
   'fake-role-tag',
-  String.raw`(?:system|admin|administrator|sistema|systeme|система)(?: (?:message|update|notice|override|instruction|instructions|prompt|alert|note|mensaje|nachricht))?\s*[:：][^\n]{0,160}?(?:user is (?:an? )?(?:admin|administrator|verified|authori[sz]ed)|(?:has been|is|was) verified|verified as|disabled?|lifted|no longer|unrestricted|without restrictions|ignore|disregard|override|comply with all|reveal|grant|safety (?:filter|checks?|rules)|new (?:policy|directive|instructions?)|previous instructions|(?:developer|maintenance|admin|god|jailbreak|dan) mode|all requests|restricciones|ограничени|限制|制限)`,
+  // After a timestamp ("09:30:00 ADMIN: override SLA…", "[…07:58:02] ADMIN:") it is a log line.
+  String.raw`(?<![\d\]]\s?)(?:system|admin|administrator|sistema|systeme|система)(?: (?:message|update|notice|override|instruction|instructions|prompt|alert|note|mensaje|nachricht))?\s*[:：][^\n]{0,160}?(?:user is (?:an? )?(?:admin|administrator|verified|authori[sz]ed)|(?:has been|is|was) verified|verified as|disabled?|lifted|no longer|unrestricted|without restrictions|ignore|disregard|override|comply with all|reveal|grant|safety (?:filter|checks?|rules)|new (?:policy|directive|instructions?)|previous instructions|(?:developer|maintenance|admin|god|jailbreak|dan) mode|all requests|restricciones|ограничени|限制|制限)`,
   ['system', 'admin', 'administrator', 'sistema', 'systeme', 'система'],
 );
 rule('fake-tag-override-label', 'fake-role-tag', String.raw`${L}(?:administrator|admin|operator|developer|system) override\s*[:：]`, ['administrator', 'admin', 'operator', 'developer', 'system']);
-scanRule('fake-tag-json-role', 'fake-role-tag', String.raw`(?<!messages["']?\s*[:=]\s*\[[^\n\]]{0,120})["']role["']\s*:\s*["']system["']\s*,\s*["']content["']\s*:\s*["']`, ['role']);
+scanRule('fake-tag-json-role', 'fake-role-tag', String.raw`(?<!messages["']?\s*[:=]\s*\[[^\n\]]{0,120}|\[\s*\{\s*)["']role["']\s*:\s*["']system["']\s*,\s*["']content["']\s*:\s*["']`, ['role']);
 rule('fake-tag-transcript', 'fake-role-tag', String.raw`(?:assistant|ai)\s*:\s*(?:sure|certainly|of course|ok(?:ay)?|absolutely)[,!.]?\s+(?:here(?:'s| is| are)|i will|i'll)`, ['assistant', 'ai:', 'ai ']);
 scanRule('fake-tag-html-comment', 'fake-role-tag', String.raw`<!--\s*(?:assistant|ai|llm|system|agent|note to (?:the )?ai)\s*:`, ['<!--']);
 rule(
@@ -425,7 +426,8 @@ scanRule('roleplay-never-refuse-cjk', 'roleplay-jailbreak', String.raw`(?:永远
 rule(
   'indirect-en-addressed',
   'indirect-instruction',
-  String.raw`${L}(?:(?:note|message|instructions?|reminder|notice|memo)s? (?:to|for) (?:the |any |all |our )?(?:\p{L}+[ -]){0,2}(?:ai|a\.i\.|llm|assistant|agent|bot|model|chatbot|copilot)s?\s*[:,]|(?:(?:ai|llm) )?(?:assistant|agent|copilot|chatbot)s?,? (?:when|if|while|once|before|after) (?:you|the user)(?: \p{L}+){0,2}? (?:summari[sz]\p{L}*|read\p{L}*|process\p{L}*|ask\p{L}*|open\p{L}*|review\p{L}*|handl\p{L}*|answer\p{L}*|repl\p{L}*|see\p{L}*)|(?:ai|llm) (?:agent|assistant|model)s?\s*:\s*(?:\p{L}+ ){0,3}?(?:forward|send|tell|ask|recommend|ignore|rank|approve|email|upload|delete|always|never|do not|don't|when|say))`,
+  // "Note to agents:" is how a ticket addresses the human support team; an agent or bot must be qualified.
+  String.raw`${L}(?:(?:note|message|instructions?|reminder|notice|memo)s? (?:to|for) (?:the |any |all |our )?(?:\p{L}+[ -]){0,2}(?:ai|a\.i\.|llm|assistant|(?:ai|llm|automated|autonomous|virtual|screening|summari[sz]ing)[ -](?:agent|bot)|model|chatbot|copilot)s?\s*[:,]|(?:(?:ai|llm) )?(?:assistant|agent|copilot|chatbot)s?,? (?:when|if|while|once|before|after) (?:you|the user)(?: \p{L}+){0,2}? (?:summari[sz]\p{L}*|read\p{L}*|process\p{L}*|ask\p{L}*|open\p{L}*|review\p{L}*|handl\p{L}*|answer\p{L}*|repl\p{L}*|see\p{L}*)|(?:ai|llm) (?:agent|assistant|model)s?\s*:\s*(?:\p{L}+ ){0,3}?(?:forward|send|tell|ask|recommend|ignore|rank|approve|email|upload|delete|always|never|do not|don't|when|say))`,
   ['note', 'message', 'instruction', 'reminder', 'notice', 'memo', 'ai ', 'llm', 'assistant', 'agent', 'copilot', 'chatbot'],
 );
 // An @-mention of an agent or bot followed by an order (the normaliser reads a leading "@" as a leet "a").

@@ -17,12 +17,17 @@ const SALT_PREFIX = 0x85ebca6b;
 const SALT_CJK = 0xc2b2ae35;
 
 const SALT_NEGATED = 0x27d4eb2f;
+const SALT_QUOTED = 0x61c88647;
 
 function fnv(word: string): number {
   let h = FNV_OFFSET;
   for (let i = 0; i < word.length; i++) h = Math.imul(h ^ word.charCodeAt(i), FNV_PRIME) >>> 0;
   return h;
 }
+
+// Words inside double quotation marks (straight, curly, angle, CJK corner brackets; a line ends one) hash
+// differently too: a quoted payload in an article about attacks is the commonest false positive, and the
+// model can then weigh a quoted "ignore your rules" apart from one addressed to it.
 
 // Words after a negator, up to the end of the clause, hash differently: "never reveal your system prompt"
 // (a system prompt defending itself) and "reveal your system prompt" then share no word features.
@@ -77,12 +82,14 @@ export function extract(text: string): TokenFeatures {
   let prevWord = 0;
   let prevCjk = -1;
   let negated = false;
+  let quoted = false;
   let i = 0;
   while (i < n) {
     const c = text.charCodeAt(i);
     if (isCjk(c)) {
       starts[tokens++] = k;
       let h = Math.imul(FNV_OFFSET ^ c, FNV_PRIME) >>> 0;
+      if (quoted) h = (h ^ SALT_QUOTED) >>> 0;
       if (negated) h = (h ^ SALT_NEGATED) >>> 0;
       if (CJK_NEGATORS.has(c)) negated = true;
       ids[k++] = h & MASK;
@@ -93,6 +100,9 @@ export function extract(text: string): TokenFeatures {
       continue;
     }
     if (!isWordChar(c)) {
+      if (c === 34) quoted = !quoted;
+      else if (c === 0x201c || c === 0xab || c === 0x300c || c === 0x300e || c === 0x201e) quoted = true;
+      else if (c === 0x201d || c === 0xbb || c === 0x300d || c === 0x300f || c === 10) quoted = false;
       prevCjk = -1;
       if (isClauseEnd(c)) negated = false;
       i++;
@@ -111,6 +121,10 @@ export function extract(text: string): TokenFeatures {
       i++;
     }
     const negator = NEGATORS.has(h);
+    if (quoted) {
+      h = (h ^ SALT_QUOTED) >>> 0;
+      prefix = (prefix ^ SALT_QUOTED) >>> 0;
+    }
     if (negated) {
       h = (h ^ SALT_NEGATED) >>> 0;
       prefix = (prefix ^ SALT_NEGATED) >>> 0;
