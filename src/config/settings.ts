@@ -49,6 +49,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_POLICY_WATCH', modes: ['embedded', 'gateway', 'sidecar'], default: 'true', help: 'hot reload: watch GOV_POLICY_DIR and publish/activate changed packs; a bad file keeps the last good version (docs/policies.md)' },
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
+  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch and registered manifests are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
@@ -132,6 +133,8 @@ export interface Settings {
   policyWatch: boolean;
   policyWatchIntervalMs: number;
   manifestDir: string;
+  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch and manifests may be (0: read at start only). */
+  stateRefreshMs: number;
   reviewSlaMinutes: number;
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
@@ -212,6 +215,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     policyWatch: parse('GOV_POLICY_WATCH', bool, get('GOV_POLICY_WATCH') ?? 'true'),
     policyWatchIntervalMs: parse('GOV_POLICY_WATCH_INTERVAL_MS', z.coerce.number().int().min(100).max(3_600_000), get('GOV_POLICY_WATCH_INTERVAL_MS') ?? '2000'),
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
+    stateRefreshMs: parse('GOV_STATE_REFRESH_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_STATE_REFRESH_MS') ?? '1000'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     logLevel,
     detector: loadDetectorSettings(get, parse),

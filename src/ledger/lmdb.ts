@@ -59,6 +59,8 @@ const LOOP_SYNC_MIN_BACKOFF_MS = 1000;
  * committed; the caps keep a burst from building one huge transaction (memory, commit latency).
  */
 const MAX_BATCH_ROWS = 8192;
+/** Agents per synchronous range read of agents(): a page of the agent list (at most 1,000) takes one or two. */
+const AGENT_PAGE = 512;
 const MAX_BATCH_BYTES = 32 << 20;
 /** Below this many rows verify() walks in-thread; above, it splits the walk across worker threads. */
 const DEFAULT_PARALLEL_VERIFY_MIN_ROWS = 100_000;
@@ -256,7 +258,7 @@ class LmdbLedger implements Ledger {
     this.postCheckKeys = FreshKeys.of(postChecks as Database<unknown, string>);
   }
 
-  head(): { seq: number; hash: string | null } {
+  async head(): Promise<{ seq: number; hash: string | null }> {
     return this.builder.head();
   }
 
@@ -707,7 +709,7 @@ class LmdbLedger implements Ledger {
     return this.inFlightPostChecks.get(preCheckEnvelopeId) ?? this.postChecks.get(preCheckEnvelopeId) ?? null;
   }
 
-  agentStats(agentId: string): AgentStats {
+  async agentStats(agentId: string): Promise<AgentStats> {
     const cached = this.stats.get(agentId);
     if (cached) return copyStats(cached);
     const stored = this.agentStatsDb.get(agentId);
@@ -715,23 +717,47 @@ class LmdbLedger implements Ledger {
   }
 
   /**
-   * The stored agents merged with those whose first rows are still committing (the cache holds the newer
-   * counts of any agent it has), both in key order. Agent ids are ASCII (`^[\w.-]+$`), so LMDB's key order
-   * is the string order used here.
+   * The agents in pages of AGENT_PAGE read synchronously, so no LMDB cursor or read transaction is held
+   * while the consumer awaits between items.
    */
-  *agents(after?: string): Iterable<[string, AgentStats]> {
-    const cachedOnly = [...this.stats.keys()].filter((id) => after === undefined || id > after).sort();
-    let i = 0;
+  async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
+    let cursor = after;
+    for (;;) {
+      const { items, more } = this.agentPage(cursor, AGENT_PAGE);
+      for (const item of items) yield item;
+      if (!more || items.length === 0) return;
+      cursor = items[items.length - 1][0];
+    }
+  }
+
+  /**
+   * Up to `limit` stored agents after `after`, merged with those whose first rows are still committing (the
+   * cache holds the newer counts of any agent it has), both in key order. Agent ids are ASCII
+   * (`^[\w.-]+$`), so LMDB's key order is the string order used here. `more`: stored agents may follow.
+   */
+  private agentPage(after: string | undefined, limit: number): { items: Array<[string, AgentStats]>; more: boolean } {
+    const stored: Array<[string, AgentStats]> = [];
     for (const { key, value } of this.agentStatsDb.getRange(after === undefined ? {} : { start: after })) {
       if (after !== undefined && key <= after) continue;
+      stored.push([key, value]);
+      if (stored.length === limit) break;
+    }
+    const more = stored.length === limit;
+    // With more stored agents to come, cached ones beyond this page's last stored id belong to a later page.
+    const bound = more ? stored[stored.length - 1][0] : null;
+    const cachedOnly = [...this.stats.keys()].filter((id) => (after === undefined || id > after) && (bound === null || id <= bound)).sort();
+    const items: Array<[string, AgentStats]> = [];
+    let i = 0;
+    for (const [key, value] of stored) {
       while (i < cachedOnly.length && cachedOnly[i] < key) {
-        yield [cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)];
+        items.push([cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)]);
         i++;
       }
       if (i < cachedOnly.length && cachedOnly[i] === key) i++;
-      yield [key, copyStats(this.stats.get(key) ?? value)];
+      items.push([key, copyStats(this.stats.get(key) ?? value)]);
     }
-    for (; i < cachedOnly.length; i++) yield [cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)];
+    for (; i < cachedOnly.length; i++) items.push([cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)]);
+    return { items, more };
   }
 
   verify(): Promise<ChainVerifyResponse> {
@@ -905,7 +931,7 @@ class LmdbKv implements KvStore {
     return ns + '\u0000' + key;
   }
 
-  get<T = unknown>(ns: string, key: string): T | undefined {
+  async get<T = unknown>(ns: string, key: string): Promise<T | undefined> {
     const p = this.pending.get(LmdbKv.id(ns, key));
     const json = p ? p.json : this.db.get([ns, key]);
     return json === undefined ? undefined : (JSON.parse(json) as T);
@@ -928,7 +954,7 @@ class LmdbKv implements KvStore {
     }
   }
 
-  entries<T = unknown>(ns: string): Array<[string, T]> {
+  async entries<T = unknown>(ns: string): Promise<Array<[string, T]>> {
     const merged = new Map<string, string | undefined>();
     for (const { key, value } of this.db.getRange({ start: [ns], end: [ns + '\u0000'] })) {
       const k = key as unknown as [string, string];

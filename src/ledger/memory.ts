@@ -26,7 +26,7 @@ class MemoryLedger implements Ledger {
     this.builder = new RowBuilder({ seq: 0, hash: null }, payloadKey);
   }
 
-  head(): { seq: number; hash: string | null } {
+  async head(): Promise<{ seq: number; hash: string | null }> {
     return this.builder.head();
   }
 
@@ -82,12 +82,12 @@ class MemoryLedger implements Ledger {
     return this.postChecks.get(preCheckEnvelopeId) ?? null;
   }
 
-  agentStats(agentId: string): AgentStats {
+  async agentStats(agentId: string): Promise<AgentStats> {
     const s = this.stats.get(agentId);
     return s ? copyStats(s) : emptyStats();
   }
 
-  *agents(after?: string): Iterable<[string, AgentStats]> {
+  async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
     const ids = [...this.stats.keys()].filter((id) => after === undefined || id > after).sort();
     for (const id of ids) yield [id, copyStats(this.stats.get(id)!)];
   }
@@ -121,7 +121,7 @@ function toExpectedHead(h: { seq: number; hash: string | null }): { seq: number;
 class MemoryKv implements KvStore {
   private readonly namespaces = new Map<string, Map<string, string>>();
 
-  get<T = unknown>(ns: string, key: string): T | undefined {
+  async get<T = unknown>(ns: string, key: string): Promise<T | undefined> {
     const json = this.namespaces.get(ns)?.get(key);
     return json === undefined ? undefined : (JSON.parse(json) as T);
   }
@@ -134,7 +134,7 @@ class MemoryKv implements KvStore {
     else m.set(key, JSON.stringify(value));
   }
 
-  entries<T = unknown>(ns: string): Array<[string, T]> {
+  async entries<T = unknown>(ns: string): Promise<Array<[string, T]>> {
     const m = this.namespaces.get(ns);
     if (!m) return [];
     const out: Array<[string, T]> = [...m].map(([k, json]) => [k, JSON.parse(json) as T]);

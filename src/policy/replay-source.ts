@@ -131,11 +131,11 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
       },
       kv() {
         return {
-          get<T>(ns: string, k: string): T | undefined {
+          async get<T>(ns: string, k: string): Promise<T | undefined> {
             const json = kv.get([ns, k], { transaction: txn });
             return json === undefined ? undefined : (JSON.parse(json) as T);
           },
-          entries<T>(ns: string): Array<[string, T]> {
+          async entries<T>(ns: string): Promise<Array<[string, T]>> {
             const out: Array<[string, T]> = [];
             for (const { key: k, value } of kv.getRange({ start: [ns], end: [ns + '\u0000'], transaction: txn })) {
               if (Array.isArray(k) && k[0] === ns) out.push([String(k[1]), JSON.parse(value) as T]);
