@@ -78,9 +78,9 @@ export function createLogger(settings: Settings): Logger {
 
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
-  if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey });
+  if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey, source: settings.sourceId });
   mkdirSync(settings.dbPath, { recursive: true });
-  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
+  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, source: settings.sourceId, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
   const a = settings.ledgerAnchor;
   if (a === null) return storage;
   let ledger: AnchoredLedger;

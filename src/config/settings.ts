@@ -5,6 +5,8 @@ import { z } from 'zod';
 import { AGENT_ID, parseAgentList } from './agent-identity.js';
 import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
+import { SourceId } from '../contracts/audit.js';
+import { defaultSourceId } from '../ledger/source-id.js';
 
 export type Mode = 'embedded' | 'gateway' | 'sidecar';
 
@@ -40,6 +42,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_LEDGER_ANCHOR_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: '<ledger directory>.anchor.json', help: 'head anchor: the chain head (seq, hash) kept outside the ledger, which verify compares against; put it on another volume; "off" disables it' },
   { name: 'GOV_LEDGER_ANCHOR_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'HMAC key (at least 32 bytes) signing the head anchor, so that it cannot be rewritten without the key' },
   { name: 'GOV_LEDGER_ANCHOR_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the head anchor is brought up to the committed head (and always on shutdown)' },
+  { name: 'GOV_SOURCE_ID', modes: ['embedded', 'gateway', 'sidecar'], default: '<mode>@<hostname>', help: 'names this sidecar or replica in every audit row it writes (the row\'s hashed `source`); unique per writer, stable across restarts of the same one' },
   { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'fsync', help: 'fsync: answer once the row is on disk (survives power loss); commit: once committed to the OS (survives a process crash, faster)' },
   { name: 'GOV_LEDGER_MAX_PENDING_ROWS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'rows waiting for the disk from which new calls wait (backpressure); calls already started always record' },
   { name: 'GOV_LEDGER_BACKPRESSURE_WAIT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '5000', help: 'how long a new call waits for the ledger to catch up before a 503 with Retry-After' },
@@ -108,6 +111,8 @@ export interface Settings {
   host: string;
   port: number;
   dbPath: string;
+  /** GOV_SOURCE_ID: the `source` of every row this process writes. */
+  sourceId: string;
   /** Head anchor (ledger/head-anchor.ts): its file (null: off), HMAC key and write interval. */
   ledgerAnchor: { file: string; key: string | null; intervalMs: number } | null;
   embedToken: string | null;
@@ -194,6 +199,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     host: get('GOV_HOST') ?? '127.0.0.1',
     port: embeddedApi ? parse('GOV_EMBED_PORT', port, get('GOV_EMBED_PORT') ?? '8765') : parse('GOV_PORT', port, get('GOV_PORT') ?? '8000'),
     dbPath: embeddedApi ? (get('GOV_EMBED_DB') ?? resolve(cwd, '.gov/ledger')) : (get('GOV_DB_PATH') ?? resolve(cwd, '.gov/gateway')),
+    sourceId: parse('GOV_SOURCE_ID', SourceId, get('GOV_SOURCE_ID') ?? defaultSourceId(mode)),
     embedToken: get('GOV_EMBED_TOKEN') ?? null,
     authEnabled,
     apiKeys: parse('GOV_API_KEYS', apiKeys, get('GOV_API_KEYS') ?? ''),

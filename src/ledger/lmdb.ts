@@ -11,6 +11,7 @@ import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
 import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListPage, type Storage, type StorageOptions } from './port.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
+import { checkSourceId, defaultSourceId } from './source-id.js';
 import { HASH_BYTES, readRowLayout } from './row-format.js';
 import { isSeqKey, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
@@ -251,8 +252,9 @@ class LmdbLedger implements Ledger {
     private readonly loopSyncMaxMs: number,
     private readonly loopSyncMaxUtilization: number,
     private readonly maxPendingRows: number,
+    source: string,
   ) {
-    this.builder = new RowBuilder(head, payloadKey);
+    this.builder = new RowBuilder(head, payloadKey, source);
     this.committedHead = head;
     this.envelopeKeys = FreshKeys.of(envelopes as Database<unknown, string>);
     this.postCheckKeys = FreshKeys.of(postChecks as Database<unknown, string>);
@@ -987,6 +989,7 @@ function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: st
 export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {}): Promise<Storage> {
   const payloadKey = opts.encryptionKey;
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
+  const source = checkSourceId(opts.source ?? defaultSourceId('ledger'));
   // commit: no disk sync per transaction (the OS writes the pages back on its own schedule): a process crash
   // loses nothing committed, a kernel crash or power loss can (docs/ledger.md).
   const env = open({ path, ...LMDB_ENV_OPTIONS, ...(opts.durability === 'commit' ? { noSync: true } : {}) });
@@ -1036,6 +1039,7 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       opts.loopSyncMaxMs ?? LOOP_SYNC_MAX_MS,
       opts.loopSyncMaxUtilization ?? LOOP_SYNC_MAX_UTILIZATION,
       Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS),
+      source,
     );
     const kvStore = new LmdbKv(env, kv);
     let closing: Promise<void> | null = null;

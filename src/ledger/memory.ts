@@ -7,6 +7,7 @@ import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey } from './payload-cipher.js';
 import type { AgentStats, AppendEntry, KvStore, Ledger, ListPage, Storage, StorageOptions } from './port.js';
 import { RowBuilder, validateEntry } from './row-builder.js';
+import { checkSourceId, defaultSourceId } from './source-id.js';
 import { eraseRow, readRowWithPayload } from './row-reader.js';
 
 /**
@@ -22,8 +23,11 @@ class MemoryLedger implements Ledger {
   private readonly stats = new Map<string, AgentStats>();
   private closed = false;
 
-  constructor(private readonly payloadKey: Buffer | undefined) {
-    this.builder = new RowBuilder({ seq: 0, hash: null }, payloadKey);
+  constructor(
+    private readonly payloadKey: Buffer | undefined,
+    source: string,
+  ) {
+    this.builder = new RowBuilder({ seq: 0, hash: null }, payloadKey, source);
   }
 
   async head(): Promise<{ seq: number; hash: string | null }> {
@@ -146,7 +150,7 @@ class MemoryKv implements KvStore {
 /** Storage for `:memory:`: nothing persists, so every run starts with an empty audit list. */
 export function openMemoryStorage(opts: StorageOptions = {}): Storage {
   if (opts.encryptionKey !== undefined) assertPayloadKey(opts.encryptionKey);
-  const ledger = new MemoryLedger(opts.encryptionKey);
+  const ledger = new MemoryLedger(opts.encryptionKey, checkSourceId(opts.source ?? defaultSourceId('ledger')));
   return {
     ledger,
     kv: new MemoryKv(),

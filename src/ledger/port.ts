@@ -1,8 +1,11 @@
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, RowHeader } from '../contracts/audit.js';
 import type { Outcome } from '../contracts/common.js';
 
-/** What a caller hands the ledger: the header minus `seq` (the ledger assigns it) plus the payload. */
-export type AppendEntry = Omit<RowHeader, 'seq'> & { payload: unknown };
+/**
+ * What a caller hands the ledger: the header minus `seq` (the ledger assigns it) and `source` (the ledger
+ * writes its own, StorageOptions.source), plus the payload.
+ */
+export type AppendEntry = Omit<RowHeader, 'seq' | 'source'> & { payload: unknown };
 
 export interface AppendOptions {
   /**
@@ -98,6 +101,8 @@ export interface Storage {
 export type LedgerDurability = 'fsync' | 'commit';
 
 export interface StorageOptions {
+  /** The source id written into every new row's header (default: defaultSourceId('ledger'), ledger/source-id.ts). */
+  source?: string;
   /** 32-byte key; when set payloads are stored AES-256-GCM encrypted. */
   encryptionKey?: Buffer;
   durability?: LedgerDurability;

@@ -62,7 +62,10 @@ function headerOf(b: Buffer, seq: number): RowHeader {
   const layout = readRowLayout(b);
   if (layout === null) throw new ReplaySourceError(`stored row ${seq} is not a valid ledger row; run the chain verification to locate the damage`);
   try {
-    return JSON.parse(b.toString('utf8', layout.headerStart, layout.headerEnd)) as RowHeader;
+    const h = JSON.parse(b.toString('utf8', layout.headerStart, layout.headerEnd)) as RowHeader;
+    // Rows written before rows carried a source have none in their header.
+    h.source ??= null;
+    return h;
   } catch {
     throw new ReplaySourceError(`stored row ${seq} has an unreadable header; run the chain verification to locate the damage`);
   }
