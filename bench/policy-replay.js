@@ -65,8 +65,8 @@ async function writeLedger(dir, rules) {
   const storage = await openLmdbStorage(join(dir, 'ledger'), { durability: 'commit' });
   const governor = new Governor({
     ledger: storage.ledger,
-    killSwitch: new KillSwitch(storage.kv, false),
-    manifests: new ManifestRegistry(storage.kv, await agentManifests()),
+    killSwitch: await KillSwitch.open(storage.kv, false),
+    manifests: await ManifestRegistry.open(storage.kv, await agentManifests()),
     reviewQueue: new ReviewQueue(storage.kv),
     rules: () => rules,
     useHistoricalReliability: false,

@@ -59,7 +59,7 @@ async function runSidecar(): Promise<void> {
   const sc = await composeSidecar(settings);
   const { proxyUrl, apiUrl } = await sc.listen();
   const log = sc.composed.logger;
-  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate }, 'gov sidecar listening');
+  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId }, 'gov sidecar listening');
   process.stdout.write(`gov sidecar listening on ${apiUrl}\ngov sidecar proxy listening on ${proxyUrl}\n`);
   if (sc.composed.tokenGenerated) process.stdout.write(`GOV_EMBED_TOKEN=${sc.composed.token}\n`);
   onSignals(log, () => sc.close());
@@ -71,7 +71,7 @@ async function run(mode: Mode): Promise<void> {
   const gw = await compose(settings);
   const address = await gw.app.listen({ port: settings.port, host: settings.host });
   const log = gw.app.log;
-  log.info({ address, ledger: settings.dbPath === ':memory:' ? ':memory:' : 'lmdb', env: settings.env, auth: settings.authEnabled }, `gov ${mode} listening`);
+  log.info({ address, ledger: settings.dbPath === ':memory:' ? ':memory:' : 'lmdb', source: settings.sourceId, env: settings.env, auth: settings.authEnabled }, `gov ${mode} listening`);
   process.stdout.write(`gov ${mode} listening on ${address}\n`);
   if (gw.tokenGenerated) {
     // Printed once, to stdout only, never to the log stream.

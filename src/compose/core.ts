@@ -24,6 +24,7 @@ import { fingerprint, PolicyDirWatcher } from '../runtime/policy-watcher.js';
 import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classifier.js';
 import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
+import { PeriodicRefresh } from '../runtime/state-refresh.js';
 import { GovMetrics } from '../telemetry/metrics.js';
 
 /**
@@ -44,13 +45,15 @@ export interface Core {
   policies: PolicyRegistry;
   /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
   policyWatcher: PolicyDirWatcher | null;
+  /** Brings the kill switch and the registered manifests up to the store every GOV_STATE_REFRESH_MS. */
+  stateRefresh: PeriodicRefresh;
   /** The rate-limit port and the rules of GOV_RATE_LIMIT_FILE. */
   limiter: RateLimiter;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
   clock: () => Date;
-  /** Stops the background work (policy watcher), then closes storage and the classifier's client. */
+  /** Stops the background work (policy watcher, state refresh), then closes storage and the classifier's client. */
   close(): Promise<void>;
 }
 
@@ -75,9 +78,9 @@ export function createLogger(settings: Settings): Logger {
 
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
-  if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey });
+  if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey, source: settings.sourceId });
   mkdirSync(settings.dbPath, { recursive: true });
-  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
+  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, source: settings.sourceId, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
   const a = settings.ledgerAnchor;
   if (a === null) return storage;
   let ledger: AnchoredLedger;
@@ -142,7 +145,11 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     },
   });
   let policyWatcher: PolicyDirWatcher | null = null;
+  let killSwitch: KillSwitch;
+  let manifests: ManifestRegistry;
   try {
+    killSwitch = await KillSwitch.open(storage.kv, settings.envKillSwitch);
+    manifests = await ManifestRegistry.open(storage.kv, manifestFiles);
     try {
       await policies.loadActive();
     } catch (e) {
@@ -167,12 +174,22 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
       policyWatcher.start();
     }
   } catch (e) {
+    await policyWatcher?.close();
     await storage.close();
     throw e;
   }
 
-  const killSwitch = new KillSwitch(storage.kv, settings.envKillSwitch);
-  const manifests = new ManifestRegistry(storage.kv, manifestFiles);
+  // Replicas sharing a store see each other's kill switch and manifests within GOV_STATE_REFRESH_MS (plus one
+  // read); decisions never wait on the store for them (docs/deployment.md, "Shared state").
+  const stateRefresh = new PeriodicRefresh(async () => {
+    const [switched, registered] = await Promise.allSettled([killSwitch.refresh(), manifests.refresh()]);
+    if (registered.status === 'fulfilled') {
+      for (const e of registered.value) logger.error({ err: { message: e.message } }, 'registered manifest refused; its agent keeps the manifest it had');
+    }
+    const failed = [switched, registered].find((r) => r.status === 'rejected');
+    if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+  }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch and manifests stay in force'));
+  stateRefresh.start();
   const reviewQueue = new ReviewQueue(storage.kv);
   // GOV_DETECTOR_URL unset: no client exists and no decision awaits anything (zero cost).
   const classifier = settings.detector === null ? null : new RemoteClassifier(settings.detector);
@@ -204,6 +221,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     reviewQueue,
     policies,
     policyWatcher,
+    stateRefresh,
     limiter: new MemorySlidingWindowLimiter(),
     rateRules,
     metrics,
@@ -212,6 +230,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     close() {
       closing ??= (async () => {
         await policyWatcher?.close();
+        await stateRefresh.close();
         await storage.close();
         await classifier?.close();
       })();

@@ -18,6 +18,6 @@ export async function composeGateway(settings: Settings, opts: GatewayOptions = 
   return withApiApp(core, {
     authenticator,
     healthPath: '/health',
-    health: async () => ({ ledger: 'ok', ledger_head_seq: ledger.head().seq }),
+    health: async () => ({ ledger: 'ok', ledger_head_seq: (await ledger.head()).seq }),
   }, null, false);
 }

@@ -5,6 +5,8 @@ import { z } from 'zod';
 import { AGENT_ID, parseAgentList } from './agent-identity.js';
 import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
+import { SourceId } from '../contracts/audit.js';
+import { defaultSourceId } from '../ledger/source-id.js';
 
 export type Mode = 'embedded' | 'gateway' | 'sidecar';
 
@@ -40,6 +42,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_LEDGER_ANCHOR_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: '<ledger directory>.anchor.json', help: 'head anchor: the chain head (seq, hash) kept outside the ledger, which verify compares against; put it on another volume; "off" disables it' },
   { name: 'GOV_LEDGER_ANCHOR_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'HMAC key (at least 32 bytes) signing the head anchor, so that it cannot be rewritten without the key' },
   { name: 'GOV_LEDGER_ANCHOR_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the head anchor is brought up to the committed head (and always on shutdown)' },
+  { name: 'GOV_SOURCE_ID', modes: ['embedded', 'gateway', 'sidecar'], default: '<mode>@<hostname>', help: 'names this sidecar or replica in every audit row it writes (the row\'s hashed `source`); unique per writer, stable across restarts of the same one' },
   { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'fsync', help: 'fsync: answer once the row is on disk (survives power loss); commit: once committed to the OS (survives a process crash, faster)' },
   { name: 'GOV_LEDGER_MAX_PENDING_ROWS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'rows waiting for the disk from which new calls wait (backpressure); calls already started always record' },
   { name: 'GOV_LEDGER_BACKPRESSURE_WAIT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '5000', help: 'how long a new call waits for the ledger to catch up before a 503 with Retry-After' },
@@ -49,6 +52,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_POLICY_WATCH', modes: ['embedded', 'gateway', 'sidecar'], default: 'true', help: 'hot reload: watch GOV_POLICY_DIR and publish/activate changed packs; a bad file keeps the last good version (docs/policies.md)' },
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
+  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch and registered manifests are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
@@ -107,6 +111,8 @@ export interface Settings {
   host: string;
   port: number;
   dbPath: string;
+  /** GOV_SOURCE_ID: the `source` of every row this process writes. */
+  sourceId: string;
   /** Head anchor (ledger/head-anchor.ts): its file (null: off), HMAC key and write interval. */
   ledgerAnchor: { file: string; key: string | null; intervalMs: number } | null;
   embedToken: string | null;
@@ -132,6 +138,8 @@ export interface Settings {
   policyWatch: boolean;
   policyWatchIntervalMs: number;
   manifestDir: string;
+  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch and manifests may be (0: read at start only). */
+  stateRefreshMs: number;
   reviewSlaMinutes: number;
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
@@ -191,6 +199,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     host: get('GOV_HOST') ?? '127.0.0.1',
     port: embeddedApi ? parse('GOV_EMBED_PORT', port, get('GOV_EMBED_PORT') ?? '8765') : parse('GOV_PORT', port, get('GOV_PORT') ?? '8000'),
     dbPath: embeddedApi ? (get('GOV_EMBED_DB') ?? resolve(cwd, '.gov/ledger')) : (get('GOV_DB_PATH') ?? resolve(cwd, '.gov/gateway')),
+    sourceId: parse('GOV_SOURCE_ID', SourceId, get('GOV_SOURCE_ID') ?? defaultSourceId(mode)),
     embedToken: get('GOV_EMBED_TOKEN') ?? null,
     authEnabled,
     apiKeys: parse('GOV_API_KEYS', apiKeys, get('GOV_API_KEYS') ?? ''),
@@ -212,6 +221,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     policyWatch: parse('GOV_POLICY_WATCH', bool, get('GOV_POLICY_WATCH') ?? 'true'),
     policyWatchIntervalMs: parse('GOV_POLICY_WATCH_INTERVAL_MS', z.coerce.number().int().min(100).max(3_600_000), get('GOV_POLICY_WATCH_INTERVAL_MS') ?? '2000'),
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
+    stateRefreshMs: parse('GOV_STATE_REFRESH_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_STATE_REFRESH_MS') ?? '1000'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     logLevel,
     detector: loadDetectorSettings(get, parse),

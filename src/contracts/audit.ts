@@ -8,6 +8,12 @@ import { EnvelopeId, Outcome, RiskTier } from './common.js';
 export const Phase = z.enum(['validate', 'pre_check', 'post_check', 'decision', 'policy']);
 export type Phase = z.infer<typeof Phase>;
 
+/**
+ * What a source id may be (GOV_SOURCE_ID): it names the sidecar or replica that wrote a row, and each
+ * source keeps its own chain in the central store later, so it is short and plain.
+ */
+export const SourceId = z.string().regex(/^[A-Za-z0-9][\w.:@-]{0,127}$/, 'a source id is 1-128 letters, digits and _ . : @ - starting with a letter or digit');
+
 /** The header fields that the hash chain covers in canonical form. */
 export const RowHeader = z.object({
   seq: z.number().int().positive(),
@@ -21,6 +27,11 @@ export const RowHeader = z.object({
   parent_envelope_id: z.string().nullable(),
   policy_version: z.string(),
   score_version: z.string(),
+  /**
+   * The sidecar or replica that wrote the row (its GOV_SOURCE_ID). null on rows written before rows carried
+   * a source: their hashed header has no `source` key, and they verify as they were written.
+   */
+  source: z.string().nullable(),
 });
 export type RowHeader = z.infer<typeof RowHeader>;
 

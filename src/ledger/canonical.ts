@@ -216,7 +216,8 @@ function nullableNumber(v: number | null): string {
 /**
  * Canonical JSON of a row header. The header has a fixed shape, so its keys are written in their
  * sorted (RFC 8785) order directly instead of sorting per row; the result equals canonicalJson(header)
- * for the header's own fields (tested). Unknown extra properties are not part of the header.
+ * for the header's own fields (tested). Unknown extra properties are not part of the header. A null
+ * `source` is left out: that is the header of a row written before rows carried a source, byte for byte.
  */
 export function canonicalHeader(h: RowHeader): string {
   return (
@@ -230,6 +231,7 @@ export function canonicalHeader(h: RowHeader): string {
     ',"risk_tier":' + quote(h.risk_tier) +
     ',"score_version":' + quote(h.score_version) +
     ',"seq":' + h.seq +
+    (h.source === null ? '' : ',"source":' + quote(h.source)) +
     ',"timestamp":' + quote(h.timestamp) +
     '}'
   );
@@ -240,7 +242,8 @@ export function canonicalHeaderMaxBytes(h: RowHeader): number {
   // Fixed keys and punctuation fit in 256 bytes; a string character takes at most 6 bytes (\u00XX).
   const chars =
     h.agent_id.length + h.decision.length + h.envelope_id.length + (h.parent_envelope_id?.length ?? 0) +
-    h.phase.length + h.policy_version.length + h.risk_tier.length + h.score_version.length + h.timestamp.length;
+    h.phase.length + h.policy_version.length + h.risk_tier.length + h.score_version.length + h.timestamp.length +
+    (h.source?.length ?? 0);
   return 256 + 6 * chars + 48;
 }
 
@@ -277,6 +280,7 @@ const H_POLICY = ascii(',"policy_version":');
 const H_RISK = ascii(',"risk_tier":');
 const H_SCORE = ascii(',"score_version":');
 const H_SEQ = ascii(',"seq":');
+const H_SOURCE = ascii(',"source":');
 const H_TIMESTAMP = ascii(',"timestamp":');
 const NULL = ascii('null');
 
@@ -306,6 +310,10 @@ export function writeCanonicalHeader(b: Buffer, at: number, h: RowHeader): numbe
   at = putString(b, at, h.score_version);
   at = putBytes(b, at, H_SEQ);
   at = putAscii(b, at, '' + h.seq);
+  if (h.source !== null) {
+    at = putBytes(b, at, H_SOURCE);
+    at = putString(b, at, h.source);
+  }
   at = putBytes(b, at, H_TIMESTAMP);
   at = putString(b, at, h.timestamp);
   b[at++] = 0x7d;

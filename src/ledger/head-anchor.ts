@@ -107,7 +107,7 @@ export class AnchoredLedger implements Ledger {
    */
   flush(): Promise<void> {
     this.writing = this.writing.then(async () => {
-      const h = this.inner.head();
+      const h = await this.inner.head();
       if (h.hash === null || h.seq <= this.written.seq) return;
       try {
         await this.anchor.write(h.seq, h.hash);

@@ -11,6 +11,7 @@ import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
 import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListPage, type Storage, type StorageOptions } from './port.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
+import { checkSourceId, defaultSourceId } from './source-id.js';
 import { HASH_BYTES, readRowLayout } from './row-format.js';
 import { isSeqKey, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
@@ -59,6 +60,8 @@ const LOOP_SYNC_MIN_BACKOFF_MS = 1000;
  * committed; the caps keep a burst from building one huge transaction (memory, commit latency).
  */
 const MAX_BATCH_ROWS = 8192;
+/** Agents per synchronous range read of agents(): a page of the agent list (at most 1,000) takes one or two. */
+const AGENT_PAGE = 512;
 const MAX_BATCH_BYTES = 32 << 20;
 /** Below this many rows verify() walks in-thread; above, it splits the walk across worker threads. */
 const DEFAULT_PARALLEL_VERIFY_MIN_ROWS = 100_000;
@@ -249,14 +252,15 @@ class LmdbLedger implements Ledger {
     private readonly loopSyncMaxMs: number,
     private readonly loopSyncMaxUtilization: number,
     private readonly maxPendingRows: number,
+    source: string,
   ) {
-    this.builder = new RowBuilder(head, payloadKey);
+    this.builder = new RowBuilder(head, payloadKey, source);
     this.committedHead = head;
     this.envelopeKeys = FreshKeys.of(envelopes as Database<unknown, string>);
     this.postCheckKeys = FreshKeys.of(postChecks as Database<unknown, string>);
   }
 
-  head(): { seq: number; hash: string | null } {
+  async head(): Promise<{ seq: number; hash: string | null }> {
     return this.builder.head();
   }
 
@@ -707,7 +711,7 @@ class LmdbLedger implements Ledger {
     return this.inFlightPostChecks.get(preCheckEnvelopeId) ?? this.postChecks.get(preCheckEnvelopeId) ?? null;
   }
 
-  agentStats(agentId: string): AgentStats {
+  async agentStats(agentId: string): Promise<AgentStats> {
     const cached = this.stats.get(agentId);
     if (cached) return copyStats(cached);
     const stored = this.agentStatsDb.get(agentId);
@@ -715,23 +719,47 @@ class LmdbLedger implements Ledger {
   }
 
   /**
-   * The stored agents merged with those whose first rows are still committing (the cache holds the newer
-   * counts of any agent it has), both in key order. Agent ids are ASCII (`^[\w.-]+$`), so LMDB's key order
-   * is the string order used here.
+   * The agents in pages of AGENT_PAGE read synchronously, so no LMDB cursor or read transaction is held
+   * while the consumer awaits between items.
    */
-  *agents(after?: string): Iterable<[string, AgentStats]> {
-    const cachedOnly = [...this.stats.keys()].filter((id) => after === undefined || id > after).sort();
-    let i = 0;
+  async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
+    let cursor = after;
+    for (;;) {
+      const { items, more } = this.agentPage(cursor, AGENT_PAGE);
+      for (const item of items) yield item;
+      if (!more || items.length === 0) return;
+      cursor = items[items.length - 1][0];
+    }
+  }
+
+  /**
+   * Up to `limit` stored agents after `after`, merged with those whose first rows are still committing (the
+   * cache holds the newer counts of any agent it has), both in key order. Agent ids are ASCII
+   * (`^[\w.-]+$`), so LMDB's key order is the string order used here. `more`: stored agents may follow.
+   */
+  private agentPage(after: string | undefined, limit: number): { items: Array<[string, AgentStats]>; more: boolean } {
+    const stored: Array<[string, AgentStats]> = [];
     for (const { key, value } of this.agentStatsDb.getRange(after === undefined ? {} : { start: after })) {
       if (after !== undefined && key <= after) continue;
+      stored.push([key, value]);
+      if (stored.length === limit) break;
+    }
+    const more = stored.length === limit;
+    // With more stored agents to come, cached ones beyond this page's last stored id belong to a later page.
+    const bound = more ? stored[stored.length - 1][0] : null;
+    const cachedOnly = [...this.stats.keys()].filter((id) => (after === undefined || id > after) && (bound === null || id <= bound)).sort();
+    const items: Array<[string, AgentStats]> = [];
+    let i = 0;
+    for (const [key, value] of stored) {
       while (i < cachedOnly.length && cachedOnly[i] < key) {
-        yield [cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)];
+        items.push([cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)]);
         i++;
       }
       if (i < cachedOnly.length && cachedOnly[i] === key) i++;
-      yield [key, copyStats(this.stats.get(key) ?? value)];
+      items.push([key, copyStats(this.stats.get(key) ?? value)]);
     }
-    for (; i < cachedOnly.length; i++) yield [cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)];
+    for (; i < cachedOnly.length; i++) items.push([cachedOnly[i], copyStats(this.stats.get(cachedOnly[i])!)]);
+    return { items, more };
   }
 
   verify(): Promise<ChainVerifyResponse> {
@@ -905,7 +933,7 @@ class LmdbKv implements KvStore {
     return ns + '\u0000' + key;
   }
 
-  get<T = unknown>(ns: string, key: string): T | undefined {
+  async get<T = unknown>(ns: string, key: string): Promise<T | undefined> {
     const p = this.pending.get(LmdbKv.id(ns, key));
     const json = p ? p.json : this.db.get([ns, key]);
     return json === undefined ? undefined : (JSON.parse(json) as T);
@@ -928,7 +956,7 @@ class LmdbKv implements KvStore {
     }
   }
 
-  entries<T = unknown>(ns: string): Array<[string, T]> {
+  async entries<T = unknown>(ns: string): Promise<Array<[string, T]>> {
     const merged = new Map<string, string | undefined>();
     for (const { key, value } of this.db.getRange({ start: [ns], end: [ns + '\u0000'] })) {
       const k = key as unknown as [string, string];
@@ -961,6 +989,7 @@ function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: st
 export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {}): Promise<Storage> {
   const payloadKey = opts.encryptionKey;
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
+  const source = checkSourceId(opts.source ?? defaultSourceId('ledger'));
   // commit: no disk sync per transaction (the OS writes the pages back on its own schedule): a process crash
   // loses nothing committed, a kernel crash or power loss can (docs/ledger.md).
   const env = open({ path, ...LMDB_ENV_OPTIONS, ...(opts.durability === 'commit' ? { noSync: true } : {}) });
@@ -1010,6 +1039,7 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       opts.loopSyncMaxMs ?? LOOP_SYNC_MAX_MS,
       opts.loopSyncMaxUtilization ?? LOOP_SYNC_MAX_UTILIZATION,
       Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS),
+      source,
     );
     const kvStore = new LmdbKv(env, kv);
     let closing: Promise<void> | null = null;

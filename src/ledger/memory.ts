@@ -7,6 +7,7 @@ import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey } from './payload-cipher.js';
 import type { AgentStats, AppendEntry, KvStore, Ledger, ListPage, Storage, StorageOptions } from './port.js';
 import { RowBuilder, validateEntry } from './row-builder.js';
+import { checkSourceId, defaultSourceId } from './source-id.js';
 import { eraseRow, readRowWithPayload } from './row-reader.js';
 
 /**
@@ -22,11 +23,14 @@ class MemoryLedger implements Ledger {
   private readonly stats = new Map<string, AgentStats>();
   private closed = false;
 
-  constructor(private readonly payloadKey: Buffer | undefined) {
-    this.builder = new RowBuilder({ seq: 0, hash: null }, payloadKey);
+  constructor(
+    private readonly payloadKey: Buffer | undefined,
+    source: string,
+  ) {
+    this.builder = new RowBuilder({ seq: 0, hash: null }, payloadKey, source);
   }
 
-  head(): { seq: number; hash: string | null } {
+  async head(): Promise<{ seq: number; hash: string | null }> {
     return this.builder.head();
   }
 
@@ -82,12 +86,12 @@ class MemoryLedger implements Ledger {
     return this.postChecks.get(preCheckEnvelopeId) ?? null;
   }
 
-  agentStats(agentId: string): AgentStats {
+  async agentStats(agentId: string): Promise<AgentStats> {
     const s = this.stats.get(agentId);
     return s ? copyStats(s) : emptyStats();
   }
 
-  *agents(after?: string): Iterable<[string, AgentStats]> {
+  async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
     const ids = [...this.stats.keys()].filter((id) => after === undefined || id > after).sort();
     for (const id of ids) yield [id, copyStats(this.stats.get(id)!)];
   }
@@ -121,7 +125,7 @@ function toExpectedHead(h: { seq: number; hash: string | null }): { seq: number;
 class MemoryKv implements KvStore {
   private readonly namespaces = new Map<string, Map<string, string>>();
 
-  get<T = unknown>(ns: string, key: string): T | undefined {
+  async get<T = unknown>(ns: string, key: string): Promise<T | undefined> {
     const json = this.namespaces.get(ns)?.get(key);
     return json === undefined ? undefined : (JSON.parse(json) as T);
   }
@@ -134,7 +138,7 @@ class MemoryKv implements KvStore {
     else m.set(key, JSON.stringify(value));
   }
 
-  entries<T = unknown>(ns: string): Array<[string, T]> {
+  async entries<T = unknown>(ns: string): Promise<Array<[string, T]>> {
     const m = this.namespaces.get(ns);
     if (!m) return [];
     const out: Array<[string, T]> = [...m].map(([k, json]) => [k, JSON.parse(json) as T]);
@@ -146,7 +150,7 @@ class MemoryKv implements KvStore {
 /** Storage for `:memory:`: nothing persists, so every run starts with an empty audit list. */
 export function openMemoryStorage(opts: StorageOptions = {}): Storage {
   if (opts.encryptionKey !== undefined) assertPayloadKey(opts.encryptionKey);
-  const ledger = new MemoryLedger(opts.encryptionKey);
+  const ledger = new MemoryLedger(opts.encryptionKey, checkSourceId(opts.source ?? defaultSourceId('ledger')));
   return {
     ledger,
     kv: new MemoryKv(),

@@ -1,8 +1,11 @@
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, RowHeader } from '../contracts/audit.js';
 import type { Outcome } from '../contracts/common.js';
 
-/** What a caller hands the ledger: the header minus `seq` (the ledger assigns it) plus the payload. */
-export type AppendEntry = Omit<RowHeader, 'seq'> & { payload: unknown };
+/**
+ * What a caller hands the ledger: the header minus `seq` (the ledger assigns it) and `source` (the ledger
+ * writes its own, StorageOptions.source), plus the payload.
+ */
+export type AppendEntry = Omit<RowHeader, 'seq' | 'source'> & { payload: unknown };
 
 export interface AppendOptions {
   /**
@@ -28,11 +31,13 @@ export interface ListPage {
 }
 
 /**
- * The audit ledger port. Adapters: LMDB (ledger/lmdb.ts) and memory (ledger/memory.ts);
- * PostgreSQL arrives later behind the same interface.
+ * The audit ledger port. Adapters: LMDB (ledger/lmdb.ts) and memory (ledger/memory.ts); PostgreSQL
+ * arrives later behind the same interface, so every read that a network store answers is a promise.
  *
- * append() assigns seq and prev_hash synchronously, in call order, and resolves only once the row is
- * durably committed, so a caller may acknowledge the envelope when the promise resolves and never before.
+ * append() resolves only once the row is durably committed, so a caller may acknowledge the envelope when
+ * the promise resolves and never before. seq and prev_hash are assigned in commit order: each committed
+ * row links to the row committed before it. Rows one caller appends one after another (the second before
+ * the first resolved, as the sidecar does with a pre-check and its post-check) commit in that order.
  */
 export interface Ledger {
   append(entry: AppendEntry, options?: AppendOptions): Promise<AuditRow>;
@@ -40,14 +45,17 @@ export interface Ledger {
   list(query: AuditListQuery): Promise<ListPage>;
   /** Envelope id of the post_check row whose parent is this pre-check, if one was written. */
   postCheckOf(preCheckEnvelopeId: string): Promise<string | null>;
-  agentStats(agentId: string): AgentStats;
+  /** The agent's counters, including rows still committing (a copy). */
+  agentStats(agentId: string): Promise<AgentStats>;
   /**
    * Every agent with at least one governed row and its stats (copies), in agent id order, starting after
-   * `after` when given: a lazy walk, so a page of the agent list reads only what it shows.
+   * `after` when given: a lazy walk, so a page of the agent list reads only about what it shows. Stop
+   * early with `return()` (a `for await` loop's break does).
    */
-  agents(after?: string): Iterable<[string, AgentStats]>;
+  agents(after?: string): AsyncIterable<[string, AgentStats]>;
   verify(): Promise<ChainVerifyResponse>;
-  head(): { seq: number; hash: string | null };
+  /** The newest row assigned a seq (null hash before the first); once every append resolved, the last committed row. */
+  head(): Promise<{ seq: number; hash: string | null }>;
   /** The stored hash of row `seq` (hex), or null when there is none: the head anchor's check (head-anchor.ts). */
   hashAt?(seq: number): Promise<string | null>;
   /**
@@ -66,12 +74,16 @@ export interface Ledger {
   close(): Promise<void>;
 }
 
-/** A small namespaced key-value port for durable state beside the ledger (kill switch, manifests, review queue). */
+/**
+ * A small namespaced key-value port for durable state beside the ledger (kill switch, manifests, review
+ * queue, policy versions). Reads are promises because a network store answers them; a value put is seen by
+ * this process's reads at once, before the put resolves.
+ */
 export interface KvStore {
-  get<T = unknown>(ns: string, key: string): T | undefined;
+  get<T = unknown>(ns: string, key: string): Promise<T | undefined>;
   put(ns: string, key: string, value: unknown): Promise<void>;
-  /** All entries of a namespace in key order. */
-  entries<T = unknown>(ns: string): Array<[string, T]>;
+  /** All entries of a namespace in key order (UTF-8 byte order of the keys). */
+  entries<T = unknown>(ns: string): Promise<Array<[string, T]>>;
 }
 
 export interface Storage {
@@ -89,6 +101,8 @@ export interface Storage {
 export type LedgerDurability = 'fsync' | 'commit';
 
 export interface StorageOptions {
+  /** The source id written into every new row's header (default: defaultSourceId('ledger'), ledger/source-id.ts). */
+  source?: string;
   /** 32-byte key; when set payloads are stored AES-256-GCM encrypted. */
   encryptionKey?: Buffer;
   durability?: LedgerDurability;

@@ -62,8 +62,9 @@ export function validateEntry(e: AppendEntry): void {
 
 /**
  * Turns entries into stored rows, in call order, and holds the chain head. Shared by the adapters so
- * that both write byte-identical rows. Everything here is synchronous: append() fixes seq and
- * prev_hash at call time.
+ * that both write byte-identical rows. Everything here is synchronous: the LMDB and memory adapters fix
+ * seq and prev_hash when append() is called, which is their commit order. Every row's header carries the
+ * builder's source id.
  */
 export class RowBuilder {
   private seq: number;
@@ -77,6 +78,7 @@ export class RowBuilder {
   constructor(
     head: { seq: number; hash: string | null },
     private readonly payloadKey: Buffer | undefined,
+    private readonly source: string,
   ) {
     this.seq = head.seq;
     this.headHex = head.hash ?? GENESIS_HASH;
@@ -129,6 +131,7 @@ export class RowBuilder {
       parent_envelope_id: entry.parent_envelope_id,
       policy_version: entry.policy_version,
       score_version: entry.score_version,
+      source: this.source,
     };
     let plain: Buffer;
     try {
@@ -190,6 +193,7 @@ export class RowBuilder {
       parent_envelope_id: header.parent_envelope_id,
       policy_version: header.policy_version,
       score_version: header.score_version,
+      source: header.source,
       prev_hash: prevHex,
       hash: hashHex,
       commitment: commitmentHex,

@@ -81,7 +81,8 @@ export function readRowLayout(b: Uint8Array, length: number = b.length): RowLayo
 /**
  * Seq written in a canonical header, or -1. Canonical JSON escapes every quote inside a string, so
  * `,"seq":` can only be the structural member; the header has already been hash-checked when this runs.
- * Searched from the end: only `timestamp` follows `seq` in key order.
+ * Searched from the end: only `source` (absent from rows written before it existed) and `timestamp`
+ * follow `seq` in key order.
  */
 const SEQ_MARKER = Buffer.from(',"seq":', 'latin1');
 export function headerSeq(b: Buffer, layout: RowLayout): number {

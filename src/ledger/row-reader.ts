@@ -31,6 +31,8 @@ export function readAuditRow(b: Buffer, seqHint: number | null = null): AuditRow
     parent_envelope_id: h.parent_envelope_id,
     policy_version: h.policy_version,
     score_version: h.score_version,
+    // Rows written before rows carried a source have none in their (hashed) header.
+    source: h.source ?? null,
     prev_hash: b.toString('hex', 4, 4 + HASH_BYTES),
     hash: b.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES),
     commitment: b.toString('hex', layout.commitmentStart, layout.commitmentStart + HASH_BYTES),

@@ -62,7 +62,10 @@ function headerOf(b: Buffer, seq: number): RowHeader {
   const layout = readRowLayout(b);
   if (layout === null) throw new ReplaySourceError(`stored row ${seq} is not a valid ledger row; run the chain verification to locate the damage`);
   try {
-    return JSON.parse(b.toString('utf8', layout.headerStart, layout.headerEnd)) as RowHeader;
+    const h = JSON.parse(b.toString('utf8', layout.headerStart, layout.headerEnd)) as RowHeader;
+    // Rows written before rows carried a source have none in their header.
+    h.source ??= null;
+    return h;
   } catch {
     throw new ReplaySourceError(`stored row ${seq} has an unreadable header; run the chain verification to locate the damage`);
   }
@@ -131,11 +134,11 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
       },
       kv() {
         return {
-          get<T>(ns: string, k: string): T | undefined {
+          async get<T>(ns: string, k: string): Promise<T | undefined> {
             const json = kv.get([ns, k], { transaction: txn });
             return json === undefined ? undefined : (JSON.parse(json) as T);
           },
-          entries<T>(ns: string): Array<[string, T]> {
+          async entries<T>(ns: string): Promise<Array<[string, T]>> {
             const out: Array<[string, T]> = [];
             for (const { key: k, value } of kv.getRange({ start: [ns], end: [ns + '\u0000'], transaction: txn })) {
               if (Array.isArray(k) && k[0] === ns) out.push([String(k[1]), JSON.parse(value) as T]);

@@ -76,12 +76,11 @@ export class KvPolicyVersionStore implements PolicyVersionStore {
   constructor(private readonly kv: KvStore) {}
 
   async getVersion(name: string, version: string): Promise<StoredPackVersion | null> {
-    return this.kv.get<StoredPackVersion>(NS_VERSIONS, packRef(name, version)) ?? null;
+    return (await this.kv.get<StoredPackVersion>(NS_VERSIONS, packRef(name, version))) ?? null;
   }
 
   async versions(name: string): Promise<StoredPackVersion[]> {
-    return this.kv
-      .entries<StoredPackVersion>(NS_VERSIONS)
+    return (await this.kv.entries<StoredPackVersion>(NS_VERSIONS))
       .filter(([k]) => k.startsWith(`${name}@`))
       .map(([, v]) => v)
       .sort((a, b) => a.seq - b.seq);
@@ -89,7 +88,7 @@ export class KvPolicyVersionStore implements PolicyVersionStore {
 
   async packNames(): Promise<string[]> {
     const names = new Set<string>();
-    for (const [, v] of this.kv.entries<StoredPackVersion>(NS_VERSIONS)) names.add(v.name);
+    for (const [, v] of await this.kv.entries<StoredPackVersion>(NS_VERSIONS)) names.add(v.name);
     return [...names].sort();
   }
 
@@ -98,7 +97,7 @@ export class KvPolicyVersionStore implements PolicyVersionStore {
   }
 
   async activePointers(): Promise<ActivePointer[]> {
-    return this.kv.entries<ActivePointer>(NS_ACTIVE).map(([, v]) => v);
+    return (await this.kv.entries<ActivePointer>(NS_ACTIVE)).map(([, v]) => v);
   }
 
   async setActive(p: ActivePointer): Promise<void> {
@@ -106,8 +105,7 @@ export class KvPolicyVersionStore implements PolicyVersionStore {
   }
 
   async activations(name: string): Promise<ActivationEvent[]> {
-    return this.kv
-      .entries<ActivationEvent>(NS_ACTIVATIONS)
+    return (await this.kv.entries<ActivationEvent>(NS_ACTIVATIONS))
       .filter(([k]) => k.startsWith(`${name}@`))
       .map(([, v]) => v)
       .sort((a, b) => a.seq - b.seq);

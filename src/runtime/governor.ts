@@ -40,7 +40,10 @@ export interface GovernorDeps {
   manifests: ManifestRegistry;
   reviewQueue: ReviewQueue;
   rules: () => RuleSet;
-  /** Embedded mode has no historical-reliability signal: the engine then uses its neutral value. */
+  /**
+   * Whether decisions read the agent's historical reliability from the ledger (the gateway's signal). Off
+   * (embedded, sidecar): the engine uses its neutral value and no decision waits on a stats read.
+   */
   useHistoricalReliability: boolean;
   reviewSlaMinutes: number;
   /** How long new work waits for the ledger's backlog to drain before it is refused (Ledger.room). */
@@ -93,6 +96,8 @@ export interface HeldPreCheck {
   outcome: Outcome;
   /** The remote classifier's latest verdict within this call (the sidecar's guard-window probes use it). */
   classifier?: ClassifierCache;
+  /** The historical reliability the pre-check decided with; its post-check and probes use the same. */
+  reliability?: number | null;
 }
 
 const REVIEWED: ReadonlySet<Outcome> = new Set<Outcome>(['escalate', 'request_evidence']);
@@ -139,13 +144,22 @@ export class Governor {
     });
   }
 
+  /**
+   * The agent's historical reliability, or null without that signal: then there is nothing to wait for,
+   * and callers skip the await (the embedded and sidecar hot paths).
+   */
+  private reliabilityOf(agentId: string): Promise<number> | null {
+    return this.d.useHistoricalReliability ? this.d.ledger.agentStats(agentId).then((s) => reliabilityFromStats(s)) : null;
+  }
+
   async validate(req: ValidateRequest): Promise<ValidateResponse> {
     const wait = this.admission();
     if (wait !== null) await wait;
     const started = performance.now();
     const input = fromValidate(req);
     const external = this.d.classifier ? await this.classify(input) : null;
-    const { result, envelopeId, timestamp } = this.decide(input, external);
+    const reading = this.reliabilityOf(input.agent_id);
+    const { result, envelopeId, timestamp } = this.decide(input, external, reading === null ? null : await reading);
     const response: ValidateResponse = scoredResponse(result, envelopeId);
     await this.persist('validate', input, result, envelopeId, timestamp, null, req, response, started, undefined, external);
     return response;
@@ -191,7 +205,8 @@ export class Governor {
     if (wait !== null) await wait;
     const started = performance.now();
     const external = this.d.classifier ? await this.classify(fromPreCheck(req)) : null;
-    const decided = this.preCheckDecided(req, external, started);
+    const reading = this.reliabilityOf(req.agent_id);
+    const decided = this.preCheckDecided(req, external, started, reading === null ? null : await reading);
     await decided.record();
     return decided.response;
   }
@@ -220,6 +235,8 @@ export class Governor {
     if (prePayload === null) throw new AppError('conflict', `the payload of pre-check ${preId} has been erased`);
     const held: HeldPreCheck = { request: prePayload.request as PreCheckRequest, envelopeId: preId, outcome: pre.decision };
     const started = performance.now();
+    const reading = this.reliabilityOf(held.request.agent_id);
+    if (reading !== null) held.reliability = await reading;
     const external = this.d.classifier ? await this.classifyPost(held, req) : null;
     const deferred = this.postCheckDeferred(held, req, external, started);
     await deferred.committed;
@@ -233,9 +250,9 @@ export class Governor {
    * both rows share one ledger commit; it records at once when it refuses or when the call has side
    * effects. Whoever answers a client must await the row first.
    */
-  preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now()): Decided<PreCheckResponse> {
+  preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now(), reliability: number | null = null): Decided<PreCheckResponse> {
     const input = fromPreCheck(req);
-    const { result, envelopeId, timestamp } = this.decide(input, external);
+    const { result, envelopeId, timestamp } = this.decide(input, external, reliability);
     const { trust_chain: _t, confidence_rationale: _c, ...response }: ValidateResponse = scoredResponse(result, envelopeId);
     let committed: Promise<void> | null = null;
     return {
@@ -251,7 +268,7 @@ export class Governor {
    */
   postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now()): Deferred<PostCheckResponse> {
     const input = fromPostCheck(pre.request, req, pre.envelopeId);
-    const decided = this.decide(input, external);
+    const decided = this.decide(input, external, pre.reliability ?? null);
     const { envelopeId, timestamp } = decided;
     const result = holdBlockedPreCheck(pre.outcome, pre.envelopeId, decided.result);
     const response: PostCheckResponse = { ...scoredResponse(result, envelopeId), pre_check_envelope_id: pre.envelopeId };
@@ -265,7 +282,7 @@ export class Governor {
    */
   probe(pre: HeldPreCheck, req: PostCheckRequest, external?: ExternalDetectorVerdict | null): EngineResult {
     // Without a fresh verdict the call's latest one stands: a guard-window probe never waits on the network.
-    return this.evaluateInput(fromPostCheck(pre.request, req, pre.envelopeId), undefined, external ?? pre.classifier?.verdict ?? null);
+    return this.evaluateInput(fromPostCheck(pre.request, req, pre.envelopeId), undefined, external ?? pre.classifier?.verdict ?? null, pre.reliability ?? null);
   }
 
   /** Re-runs today's engine on a stored envelope; writes a new `decision` row linked to the original. */
@@ -281,8 +298,9 @@ export class Governor {
     const stored = storedEngineInput(row, pre?.payload ?? null);
     if (!stored.ok) throw new AppError('conflict', stored.message);
     const input = stored.input;
+    const reading = this.reliabilityOf(input.agent_id);
     // A re-run decides on the verdict the call had, without asking the classifier again.
-    const decided = this.decide(input, stored.external_detector);
+    const decided = this.decide(input, stored.external_detector, reading === null ? null : await reading);
     const response: DecisionRerunResponse = { ...scoredResponse(decided.result, decided.envelopeId), original_envelope_id: row.envelope_id };
     await this.persist('decision', input, decided.result, decided.envelopeId, decided.timestamp, row.envelope_id, { rerun_of: row.envelope_id }, response, started);
     return response;
@@ -292,14 +310,18 @@ export class Governor {
    * The engine's verdict on an execution or a proposed action with the rules in force, and those rules:
    * no row, no review push, no decision counted (the policy API's dry run).
    */
-  dryRun(input: EngineInput, policies?: PolicySet): { result: EngineResult; policies: RuleSet['policies'] } {
-    return { result: this.evaluateInput(input, policies), policies: policies ?? this.d.rules().policies };
+  async dryRun(input: EngineInput, policies?: PolicySet): Promise<{ result: EngineResult; policies: RuleSet['policies'] }> {
+    const reading = this.reliabilityOf(input.agent_id);
+    const reliability = reading === null ? null : await reading;
+    return { result: this.evaluateInput(input, policies, null, reliability), policies: policies ?? this.d.rules().policies };
   }
 
-  /** `policies`: another set than the active one (a dry run against a named, possibly inactive, version). */
-  private evaluateInput(input: EngineInput, policies?: PolicySet, external: ExternalDetectorVerdict | null = null): EngineResult {
+  /**
+   * `policies`: another set than the active one (a dry run against a named, possibly inactive, version).
+   * `reliability`: what reliabilityOf() read, null without the signal.
+   */
+  private evaluateInput(input: EngineInput, policies: PolicySet | undefined, external: ExternalDetectorVerdict | null, reliability: number | null): EngineResult {
     const rules = this.d.rules();
-    const reliability = this.d.useHistoricalReliability ? reliabilityFromStats(this.d.ledger.agentStats(input.agent_id)) : null;
     return evaluate(input, {
       manifest: this.d.manifests.get(input.agent_id),
       outputSchema: this.d.manifests.outputSchema(input.agent_id),
@@ -313,8 +335,8 @@ export class Governor {
     });
   }
 
-  private decide(input: EngineInput, external: ExternalDetectorVerdict | null = null): { result: EngineResult; envelopeId: string; timestamp: Date } {
-    const result = this.evaluateInput(input, undefined, external);
+  private decide(input: EngineInput, external: ExternalDetectorVerdict | null, reliability: number | null): { result: EngineResult; envelopeId: string; timestamp: Date } {
+    const result = this.evaluateInput(input, undefined, external, reliability);
     const timestamp = this.d.clock();
     if (REVIEWED.has(result.decision.outcome)) {
       result.decision.review_deadline = new Date(timestamp.getTime() + this.d.reviewSlaMinutes * 60_000).toISOString();

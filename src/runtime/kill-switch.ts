@@ -12,15 +12,36 @@ interface Stored {
 
 /**
  * The global kill switch. The environment switch (GOV_KILL_SWITCH=1) wins over the API switch and cannot be
- * cleared through the API; the API switch is persisted in the kv store so it survives a restart.
+ * cleared through the API; the API switch is persisted in the kv store so it survives a restart, and is
+ * shared by every replica on that store. Decisions read the value held in memory (no store read per call);
+ * refresh() brings it up to the store, which the core does every GOV_STATE_REFRESH_MS, so a switch set on
+ * another replica applies here within that bound (docs/deployment.md, "Shared state").
  */
 export class KillSwitch {
   private api: Stored | undefined;
-  constructor(
+  /**
+   * Bumped when set() starts and when it ends: a refresh that overlapped this replica's own write may have
+   * read the value before it, and must not undo it.
+   */
+  private writes = 0;
+
+  private constructor(
     private readonly kv: KvStore,
     private readonly envActive: boolean,
-  ) {
-    this.api = kv.get<Stored>(NS, KEY);
+  ) {}
+
+  /** Reads the stored switch once: no call is decided before the switch in force is known. */
+  static async open(kv: KvStore, envActive: boolean): Promise<KillSwitch> {
+    const k = new KillSwitch(kv, envActive);
+    await k.refresh();
+    return k;
+  }
+
+  /** Re-reads the stored switch (another replica may have set it). A store error rejects and keeps the last value. */
+  async refresh(): Promise<void> {
+    const writes = this.writes;
+    const stored = await this.kv.get<Stored>(NS, KEY);
+    if (writes === this.writes) this.api = stored;
   }
 
   state(): KillSwitchState {
@@ -37,8 +58,13 @@ export class KillSwitch {
 
   async set(active: boolean, reason: string | undefined, now: Date): Promise<KillSwitchState> {
     const next: Stored = { active, reason: reason ?? null, updated_at: now.toISOString() };
-    await this.kv.put(NS, KEY, next);
-    this.api = next;
+    this.writes++;
+    try {
+      await this.kv.put(NS, KEY, next);
+      this.api = next;
+    } finally {
+      this.writes++;
+    }
     return this.state();
   }
 }

@@ -31,25 +31,60 @@ function compiled(manifest: Manifest): OutputSchemaValidator | null {
 /**
  * Agent manifests: files under manifests/agents/ load first at start; manifests registered through the API
  * are persisted and win over a file for the same agent, because registering is the later, deliberate act.
+ * Decisions read the manifests held in memory (no store read per call); refresh() brings them up to the
+ * store, which the core does every GOV_STATE_REFRESH_MS, so a manifest registered on another replica applies
+ * here within that bound (docs/deployment.md, "Shared state").
  */
 export class ManifestRegistry {
   private readonly byAgent = new Map<string, Entry>();
+  /** The stored JSON each registered entry was compiled from: a refresh recompiles only what changed. */
+  private readonly storedText = new Map<string, string>();
+  /** Per agent, bumped when put() starts and ends: a refresh overlapping this replica's own write skips that agent. */
+  private readonly writes = new Map<string, number>();
 
-  constructor(
+  private constructor(
     private readonly kv: KvStore,
     fromFiles: Array<{ agent_id: string; manifest: Manifest; outputSchema?: OutputSchemaValidator | null }>,
   ) {
     for (const f of fromFiles) this.byAgent.set(f.agent_id, { manifest: f.manifest, updated_at: null, source: 'file', outputSchema: f.outputSchema ?? compiled(f.manifest) });
-    // A stored schema compiled when it was registered; it compiles again under the same rules.
-    for (const [agent, stored] of kv.entries<Stored>(NS)) {
+  }
+
+  /**
+   * The file manifests and the registered ones. A stored manifest whose output_schema no longer compiles
+   * stops start-up (OutputSchemaError) rather than govern its agent without it.
+   */
+  static async open(kv: KvStore, fromFiles: Array<{ agent_id: string; manifest: Manifest; outputSchema?: OutputSchemaValidator | null }>): Promise<ManifestRegistry> {
+    const r = new ManifestRegistry(kv, fromFiles);
+    const failed = await r.refresh();
+    if (failed.length > 0) throw failed[0];
+    return r;
+  }
+
+  /**
+   * Re-reads the registered manifests (another replica may have registered some) and recompiles the ones
+   * that changed. Returns the ones that no longer compile (each once, not on every refresh): their agents
+   * keep the manifest they had. A store error rejects and changes nothing.
+   */
+  async refresh(): Promise<OutputSchemaError[]> {
+    const writes = new Map(this.writes);
+    const stored = await this.kv.entries<Stored>(NS);
+    const failed: OutputSchemaError[] = [];
+    for (const [agent, value] of stored) {
+      if (this.writes.get(agent) !== writes.get(agent)) continue;
+      const text = JSON.stringify(value);
+      if (this.storedText.get(agent) === text) continue;
+      this.storedText.set(agent, text);
       let outputSchema: OutputSchemaValidator | null;
       try {
-        outputSchema = compiled(stored.manifest);
+        // A stored schema compiled when it was registered; it compiles again under the same rules.
+        outputSchema = compiled(value.manifest);
       } catch (e) {
-        throw new OutputSchemaError(`registered manifest of agent ${agent}: ${(e as Error).message}`);
+        failed.push(new OutputSchemaError(`registered manifest of agent ${agent}: ${(e as Error).message}`));
+        continue;
       }
-      this.byAgent.set(agent, { ...stored, source: 'api', outputSchema });
+      this.byAgent.set(agent, { manifest: value.manifest, updated_at: value.updated_at, source: 'api', outputSchema });
     }
+    return failed;
   }
 
   get(agentId: string): Manifest | null {
@@ -76,7 +111,13 @@ export class ManifestRegistry {
   async put(agentId: string, manifest: Manifest, now: Date): Promise<void> {
     const outputSchema = compiled(manifest);
     const stored: Stored = { manifest, updated_at: now.toISOString() };
-    await this.kv.put(NS, agentId, stored);
-    this.byAgent.set(agentId, { ...stored, source: 'api', outputSchema });
+    this.writes.set(agentId, (this.writes.get(agentId) ?? 0) + 1);
+    try {
+      await this.kv.put(NS, agentId, stored);
+      this.byAgent.set(agentId, { ...stored, source: 'api', outputSchema });
+      this.storedText.set(agentId, JSON.stringify(stored));
+    } finally {
+      this.writes.set(agentId, this.writes.get(agentId)! + 1);
+    }
   }
 }

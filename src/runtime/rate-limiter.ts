@@ -5,11 +5,11 @@ export interface LimitVerdict {
   remaining: number;
 }
 
-/** The limiter port: in-process now, a Redis sliding window later (shared across replicas). */
+/** The limiter port: in-process now, a Redis sliding window later (shared across replicas), hence promises. */
 export interface RateLimiter {
-  hit(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict;
+  hit(bucket: string, limit: number, windowMs: number, nowMs: number): Promise<LimitVerdict>;
   /** The verdict hit() would give, without counting a request (a bucket counted only on failures). */
-  peek(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict;
+  peek(bucket: string, limit: number, windowMs: number, nowMs: number): Promise<LimitVerdict>;
 }
 
 /**
@@ -21,11 +21,11 @@ export class MemorySlidingWindowLimiter implements RateLimiter {
   private readonly buckets = new Map<string, number[]>();
   private lastSweep = 0;
 
-  hit(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict {
+  async hit(bucket: string, limit: number, windowMs: number, nowMs: number): Promise<LimitVerdict> {
     return this.verdict(bucket, limit, windowMs, nowMs, true);
   }
 
-  peek(bucket: string, limit: number, windowMs: number, nowMs: number): LimitVerdict {
+  async peek(bucket: string, limit: number, windowMs: number, nowMs: number): Promise<LimitVerdict> {
     return this.verdict(bucket, limit, windowMs, nowMs, false);
   }
 

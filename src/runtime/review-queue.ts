@@ -15,8 +15,8 @@ export class ReviewQueue {
     });
   }
 
-  list(limit = 1000): ReviewItem[] {
-    const all = this.kv.entries<ReviewItem>(NS);
+  async list(limit = 1000): Promise<ReviewItem[]> {
+    const all = await this.kv.entries<ReviewItem>(NS);
     return all.slice(-limit).reverse().map(([, v]) => v);
   }
 }

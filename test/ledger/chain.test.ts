@@ -8,7 +8,7 @@ import { eraseRow, readAuditRow } from '../../src/ledger/row-reader.js';
 import { entry } from './fixtures/ledger-suite.js';
 
 function buildChain(n: number, key?: Buffer, from: { seq: number; hash: string | null } = { seq: 0, hash: null }): Buffer[] {
-  const builder = new RowBuilder(from, key);
+  const builder = new RowBuilder(from, key, 'test@chain');
   return Array.from({ length: n }, (_, i) => Buffer.from(builder.build(entry({ payload: { i, text: 'payload MARKER' } })).bytes));
 }
 

@@ -69,7 +69,7 @@ function ranThrough(t: Test, run: Awaited<ReturnType<typeof runChild>>): run is 
 async function reopenAndVerify(t: Test, dir: string, seq: number): Promise<void> {
   const storage = await openLmdbStorage(dir);
   t.teardown(() => storage.close());
-  t.equal(storage.ledger.head().seq, seq, 'reopened at the same head');
+  t.equal((await storage.ledger.head()).seq, seq, 'reopened at the same head');
   t.same((await storage.ledger.verify()).valid, true, 'the reopened ledger verifies');
   const next = await storage.ledger.append(entry());
   t.equal(next.seq, seq + 1, 'and takes appends');

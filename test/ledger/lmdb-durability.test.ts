@@ -29,16 +29,18 @@ t.test('rows, indexes, stats and kv survive a restart and the chain continues', 
   rows.push(await first.ledger.append(entry({ phase: 'post_check', parent_envelope_id: pre.envelope_id, decision: 'block' })));
   rows.push(await first.ledger.append(entry()));
   await first.kv.put('kill_switch', 'state', { active: true });
-  const head = first.ledger.head();
+  const head = await first.ledger.head();
   await first.close();
 
   const second = await openLmdbStorage(dir);
   t.teardown(() => second.close());
-  t.same(second.ledger.head(), head);
-  t.same(second.ledger.agentStats('agent-a'), { executions: 2, outcomes: { block: 1, approve: 1 }, last_activity: rows[2].timestamp });
-  t.same([...second.ledger.agents()].map(([id]) => id), ['agent-a'], 'the agent list is read back from disk');
+  t.same(await second.ledger.head(), head);
+  t.same(await second.ledger.agentStats('agent-a'), { executions: 2, outcomes: { block: 1, approve: 1 }, last_activity: rows[2].timestamp });
+  const agents: string[] = [];
+  for await (const [id] of second.ledger.agents()) agents.push(id);
+  t.same(agents, ['agent-a'], 'the agent list is read back from disk');
   t.equal(await second.ledger.postCheckOf(pre.envelope_id), rows[1].envelope_id);
-  t.same(second.kv.get('kill_switch', 'state'), { active: true });
+  t.same(await second.kv.get('kill_switch', 'state'), { active: true });
   t.same((await second.ledger.get(pre.envelope_id))!.hash, rows[0].hash);
   const next = await second.ledger.append(entry());
   t.equal(next.seq, 4);
@@ -101,9 +103,9 @@ t.test('5,000 concurrent appends all resolve with contiguous seqs and a valid ch
   t.ok(rows.every((r, i) => i === 0 || r.prev_hash === rows[i - 1].hash), 'each row links to the one before');
   t.same(await storage.ledger.verify(), { valid: true, rows_checked: 5000, first_invalid_seq: null, head_hash: rows[4999].hash });
   let executions = 0;
-  for (let a = 0; a < 7; a++) executions += storage.ledger.agentStats(`agent-${a}`).executions;
+  for (let a = 0; a < 7; a++) executions += (await storage.ledger.agentStats(`agent-${a}`)).executions;
   t.equal(executions, 5000);
-  t.equal(storage.ledger.agentStats('agent-0').outcomes.block, entries.filter((e, i) => e.agent_id === 'agent-0' && i % 4 === 0).length);
+  t.equal((await storage.ledger.agentStats('agent-0')).outcomes.block, entries.filter((e, i) => e.agent_id === 'agent-0' && i % 4 === 0).length);
   const sample = entries[4321];
   t.same((await storage.ledger.get(sample.envelope_id))!.payload, sample.payload);
 });
@@ -119,7 +121,7 @@ t.test('close() lets in-flight appends commit, then refuses new ones', async (t)
   t.equal(rows.length, 300);
   const reopened = await openLmdbStorage(dir);
   t.teardown(() => reopened.close());
-  t.equal(reopened.ledger.head().seq, 300);
+  t.equal((await reopened.ledger.head()).seq, 300);
   t.equal((await reopened.ledger.verify()).valid, true);
 });
 
@@ -176,9 +178,9 @@ for (const durability of ['fsync', 'commit'] as const) t.test(`durability ${dura
   await withRawRows(dir, (rows) => rows.put(3, Buffer.from('not ours')));
   const doomed = [ledger.append(entry()), ledger.append(entry())];
   for (const p of doomed) await t.rejects(p, { code: 'ledger_unavailable', message: /seq 3 is already stored/ });
-  t.same(ledger.head(), { seq: 2, hash: (await ledger.list({ limit: 1 })).items[0].hash });
-  t.match(ledger.agentStats('agent-a'), { executions: 2, outcomes: { approve: 2 } }, 'stats count only stored rows');
-  t.not(kept.hash, ledger.head().hash);
+  t.same(await ledger.head(), { seq: 2, hash: (await ledger.list({ limit: 1 })).items[0].hash });
+  t.match(await ledger.agentStats('agent-a'), { executions: 2, outcomes: { approve: 2 } }, 'stats count only stored rows');
+  t.not(kept.hash, (await ledger.head()).hash);
   t.equal((await ledger.verify()).first_invalid_seq, 3);
 });
 
@@ -212,7 +214,7 @@ for (const durability of ['fsync', 'commit'] as const) {
     await first.close();
     const second = await openLmdbStorage(dir, { durability });
     t.teardown(() => second.close());
-    t.equal(second.ledger.head().seq, 40);
+    t.equal((await second.ledger.head()).seq, 40);
     t.equal((await second.ledger.verify()).valid, true);
   });
 }
@@ -444,7 +446,7 @@ t.test('fsync: a failed batch that held an urgent row leaves no urgency behind',
     t.equal(done, false, `plain row ${i + 1} after the failure goes to the write thread, as a plain row does`);
     await next;
   }
-  t.same(await ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: ledger.head().hash });
+  t.same(await ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: (await ledger.head()).hash });
 });
 
 t.test('commit: an urgent row refused with a failed long queue leaves no urgency behind', async (t) => {

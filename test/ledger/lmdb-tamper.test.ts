@@ -82,7 +82,7 @@ for (const mode of ['in-thread', 'parallel'] as const) {
       await withRawRows(dir, (rows) => rows.remove(ROWS));
       t.equal((await verifyAt(dir)).first_invalid_seq, ROWS);
       const storage = await openLmdbStorage(dir, { parallelVerifyMinRows, parallelVerifyFallback: false, verifyChunkRows: 1 });
-      t.equal(storage.ledger.head().seq, ROWS - 1, 'the chain continues from the last stored row');
+      t.equal((await storage.ledger.head()).seq, ROWS - 1, 'the chain continues from the last stored row');
       await storage.ledger.append(entry());
       t.same((await storage.ledger.verify()).first_invalid_seq, ROWS, 'the cut is remembered');
       await storage.close();

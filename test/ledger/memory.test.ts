@@ -11,6 +11,6 @@ t.test(':memory: storage starts empty every time', async (t) => {
   await a.close();
   const b = openMemoryStorage();
   t.same(await b.ledger.list({ limit: 50 }), { items: [], next_cursor: null });
-  t.equal(b.kv.get('ns', 'k'), undefined);
+  t.equal(await b.kv.get('ns', 'k'), undefined);
   await b.close();
 });

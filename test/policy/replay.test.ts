@@ -140,7 +140,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
   const w = await writeLedger(t);
   const before = await w.gw.request('GET', '/v1/audit/chain/verify');
   t.equal(before.body.valid, true);
-  const head = w.gw.composed.storage.ledger.head();
+  const head = await w.gw.composed.storage.ledger.head();
   const fileHash = () => createHash('sha256').update(readFileSync(join(w.dir, 'ledger', 'data.mdb'))).digest('hex');
   const bytesBefore = fileHash();
 
@@ -176,7 +176,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
   // Nothing written: same head, same chain, still valid.
   const after = await w.gw.request('GET', '/v1/audit/chain/verify');
   t.same(after.body, before.body, 'chain verification unchanged');
-  t.same(w.gw.composed.storage.ledger.head(), head, 'head unchanged');
+  t.same(await w.gw.composed.storage.ledger.head(), head, 'head unchanged');
   t.equal(fileHash(), bytesBefore, 'the ledger file is byte for byte the same');
 
   t.test('--agent filters on the header', async (t) => {

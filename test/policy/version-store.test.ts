@@ -65,11 +65,11 @@ for (const [label, open] of adapters) {
     t.match(reg.current().version, /^base@1\.1\.0#/);
 
     // Two files whose packs clash: refused as a whole, nothing written.
-    const before = storage.ledger.head().seq;
+    const before = (await storage.ledger.head()).seq;
     const clash = await reg.syncFiles([file('1.1.0', 'beta'), file('1.0.0', 'beta', 'second')], false);
     t.equal(clash.errors.length, 1);
     t.match(clash.errors[0]!.message, /"no-beta" is also defined/);
-    t.equal(storage.ledger.head().seq, before, 'a refused pass writes no row');
+    t.equal((await storage.ledger.head()).seq, before, 'a refused pass writes no row');
     t.equal(await store.getVersion('second', '1.0.0'), null, 'and publishes nothing');
 
     // Concurrent publishes of one new name@version: one wins, the other is a conflict, never both.
@@ -97,7 +97,7 @@ for (const [label, open] of adapters) {
       actions.push(`${(full!.payload as { action: string }).action} ${(full!.payload as { version: string }).version}`);
     }
     t.same(actions, ['publish 1.0.0', 'activate 1.0.0', 'publish 1.1.0', 'activate 1.1.0', 'publish 1.2.0', 'activate 1.2.0', 'activate 1.1.0', 'publish 2.0.0']);
-    t.equal(storage.ledger.agentStats('gov:policy').executions, 0, 'policy rows are no executions');
+    t.equal((await storage.ledger.agentStats('gov:policy')).executions, 0, 'policy rows are no executions');
     t.equal((await storage.ledger.verify()).valid, true);
     t.same((await store.versions('base')).map((v) => v.version), ['1.0.0', '1.1.0', '1.2.0', '2.0.0']);
     t.same((await store.activations('base')).map((a) => a.version), ['1.0.0', '1.1.0', '1.2.0', '1.1.0']);

@@ -39,14 +39,14 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: AuthOptions) => 
     if (throttle !== undefined) {
       // Checked before the token is: an IP past its budget of failures learns nothing more, not even
       // whether its next guess would have been right, until the window lets its oldest failure go.
-      const v = throttle.limiter.peek(bucket, throttle.limit, throttle.windowMs, throttle.clock());
+      const v = await throttle.limiter.peek(bucket, throttle.limit, throttle.windowMs, throttle.clock());
       if (!v.allowed) {
         throw new AppError('rate_limited', `too many failed authentications from this address: ${throttle.limit} per ${throttle.windowMs / 1000} s`, { retry_after_seconds: v.retryAfterSec }, { 'retry-after': String(v.retryAfterSec) });
       }
     }
     const principal = await opts.authenticator.authenticate(req.headers);
     if (principal === null) {
-      throttle?.limiter.hit(bucket, throttle.limit, throttle.windowMs, throttle.clock());
+      if (throttle !== undefined) await throttle.limiter.hit(bucket, throttle.limit, throttle.windowMs, throttle.clock());
       const where = opts.authenticator.header === 'authorization' ? 'Authorization: Bearer <token>' : 'X-Gov-Token';
       throw new AppError('unauthorized', `missing or invalid token (send ${where})`, undefined, { 'www-authenticate': scheme });
     }

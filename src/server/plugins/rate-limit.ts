@@ -43,14 +43,14 @@ export const rateLimitPlugin = fp(async (app: FastifyInstance, opts: RateLimitOp
   };
   app.addHook('onRequest', async (req) => {
     if (req.routeOptions.config?.rateLimit !== 'auth-ip') return;
-    const v = limiter.hit(`ip:${req.ip}`, rules.authPerIp, rules.windowMs, clock());
+    const v = await limiter.hit(`ip:${req.ip}`, rules.authPerIp, rules.windowMs, clock());
     if (!v.allowed) refuse(v.retryAfterSec, null, rules.authPerIp);
   });
   app.addHook('preValidation', async (req, reply) => {
     if (req.routeOptions.config?.rateLimit !== 'agent') return;
     const bucket = agentBucket(req, opts.identity);
     const limit = rules.limitFor(bucket);
-    const v = limiter.hit(`agent:${bucket}`, limit, rules.windowMs, clock());
+    const v = await limiter.hit(`agent:${bucket}`, limit, rules.windowMs, clock());
     if (!v.allowed) refuse(v.retryAfterSec, bucket, limit);
     reply.header('x-ratelimit-agent', bucket).header('x-ratelimit-remaining', String(v.remaining));
   });

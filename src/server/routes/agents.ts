@@ -14,12 +14,12 @@ type AgentItem = z.infer<typeof AgentListResponse>['items'][number];
  * One page of the agent list: the registry's agents and the ledger's, merged in id order (both are
  * sorted), filtered by the glob, and read lazily so a page costs about its own size.
  */
-function agentPage(deps: AppDeps, query: AgentListQuery): z.infer<typeof AgentListResponse> {
+async function agentPage(deps: AppDeps, query: AgentListQuery): Promise<z.infer<typeof AgentListResponse>> {
   const after = query.cursor;
   const matches = query.agent_id === undefined ? null : picomatch(query.agent_id, { dot: true });
   const registered = deps.manifests.list().filter((m) => after === undefined || m.agent_id > after);
-  const fromLedger = deps.ledger.agents(after)[Symbol.iterator]();
-  let next = fromLedger.next();
+  const fromLedger = deps.ledger.agents(after)[Symbol.asyncIterator]();
+  let next = await fromLedger.next();
   let i = 0;
   const items: AgentItem[] = [];
   const item = (agentId: string, stats: AgentStats | null, m: (typeof registered)[number] | null): AgentItem => ({
@@ -42,16 +42,16 @@ function agentPage(deps: AppDeps, query: AgentListQuery): z.infer<typeof AgentLi
       } else if (fromReg !== null && fromReg.agent_id === led[0]) {
         out = item(led[0], led[1], fromReg);
         i++;
-        next = fromLedger.next();
+        next = await fromLedger.next();
       } else {
         out = item(led[0], led[1], null);
-        next = fromLedger.next();
+        next = await fromLedger.next();
       }
       if (matches === null || matches(out.agent_id)) items.push(out);
     }
   } finally {
-    // Closes the ledger's range read (an LMDB cursor and read transaction) that the page left unfinished.
-    fromLedger.return?.();
+    // Ends the ledger's walk that the page left unfinished (no further range reads or queries).
+    await fromLedger.return?.();
   }
   const more = items.length > query.limit;
   if (more) items.length = query.limit;
@@ -95,7 +95,7 @@ export const agentRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app)
     config: { capability: 'agents.read' },
     schema: { tags: ['agents'], summary: 'Historical reliability of an agent', params: AgentParams, response: { 200: ReliabilityResponse } },
   }, async (req) => {
-    const stats = deps.ledger.agentStats(req.params.agent_id);
+    const stats = await deps.ledger.agentStats(req.params.agent_id);
     return { agent_id: req.params.agent_id, reliability: reliabilityFromStats(stats), executions: stats.executions };
   });
 };

@@ -92,7 +92,7 @@ export const policyRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app
       const ref = req.body.policy_version;
       set = await mapped(() => registry.resolve(ref));
     }
-    const { result, policies } = deps.governor.dryRun(input, set);
+    const { result, policies } = await deps.governor.dryRun(input, set);
     const byId = new Map(policies.rules.map((r) => [r.id, r]));
     const matched = [];
     for (const f of result.validation.failures) {

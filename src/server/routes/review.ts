@@ -6,5 +6,5 @@ export const reviewRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app
   app.get('/v1/review/queue', {
     config: { capability: 'review.read' },
     schema: { tags: ['review'], summary: 'Items awaiting human review', querystring: ReviewQueueQuery, response: { 200: ReviewQueueResponse } },
-  }, async (req) => ({ items: deps.reviewQueue.list(req.query.limit) }));
+  }, async (req) => ({ items: await deps.reviewQueue.list(req.query.limit) }));
 };
