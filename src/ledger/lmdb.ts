@@ -60,9 +60,9 @@ const LOOP_SYNC_MIN_BACKOFF_MS = 1000;
  * committed; the caps keep a burst from building one huge transaction (memory, commit latency).
  */
 const MAX_BATCH_ROWS = 8192;
+const MAX_BATCH_BYTES = 32 << 20;
 /** Agents per synchronous range read of agents(): a page of the agent list (at most 1,000) takes one or two. */
 const AGENT_PAGE = 512;
-const MAX_BATCH_BYTES = 32 << 20;
 /** Below this many rows verify() walks in-thread; above, it splits the walk across worker threads. */
 const DEFAULT_PARALLEL_VERIFY_MIN_ROWS = 100_000;
 const MAX_VERIFY_THREADS = 4;

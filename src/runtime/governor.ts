@@ -248,7 +248,8 @@ export class Governor {
    * and its row is appended when the caller calls `record()` (once; later calls return the same promise).
    * The sidecar forwards a cleared LLM call and records the pre-check together with its post-check, so
    * both rows share one ledger commit; it records at once when it refuses or when the call has side
-   * effects. Whoever answers a client must await the row first.
+   * effects. Whoever answers a client must await the row first. `reliability`: the agent's historical
+   * reliability where that signal is on (preCheck() reads it first); the sidecar has none.
    */
   preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now(), reliability: number | null = null): Decided<PreCheckResponse> {
     const input = fromPreCheck(req);
