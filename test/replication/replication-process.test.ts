@@ -1,177 +1,15 @@
 // Sidecar → central replication with real processes (issue 14): a `gov sidecar` ships its ledger to a
-// `gov gateway` (LMDB central store) through POST /v1/audit/ingest. Rows arrive exactly once, across a
-// central outage and a SIGKILLed sidecar, and both ends verify.
-import { spawn, type ChildProcess } from 'node:child_process';
+// `gov gateway` (LMDB central store) through POST /v1/audit/ingest. Rows arrive exactly once across a
+// central outage, and a tampered batch is refused.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t, { type Test } from 'tap';
-import { SETTING_DOCS } from '../../src/config/settings.js';
-import { openLmdbStorage } from '../../src/ledger/lmdb.js';
-import { readAuditRow, readRowWithPayload } from '../../src/ledger/row-reader.js';
-import { CLI, freePort, startGovProcess, type GovProcess } from '../helpers/gov-process.js';
-import { workedExample } from '../helpers/gateway.js';
-
-const SIDECAR_KEY = 'sidecar-ingest-key-0123456789abcdef';
-const SOURCE = 'sidecar@replication-test';
-const EMBED_TOKEN = 'embedded-token-0123456789abcdef';
-
-function cleanEnv(): NodeJS.ProcessEnv {
-  const base: NodeJS.ProcessEnv = { ...process.env };
-  for (const d of SETTING_DOCS) delete base[d.name];
-  for (const k of Object.keys(base)) if (k.startsWith('GOV_')) delete base[k];
-  return base;
-}
-
-/** Polls `check` until it returns a value that is not undefined, or fails naming `what` at the deadline. */
-async function until<T>(what: string, check: () => Promise<T | undefined>, deadlineMs = 30_000): Promise<T> {
-  const end = Date.now() + deadlineMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function startCentral(dir: string, port: number): Promise<GovProcess> {
-  return startGovProcess('gateway', {
-    ...cleanEnv(),
-    GOV_ENV: 'test',
-    AUTH_ENABLED: 'true',
-    GOV_API_KEYS: `${SIDECAR_KEY}:team`,
-    GOV_PORT: String(port),
-    GOV_DB_PATH: join(dir, 'central'),
-    GOV_SOURCE_ID: 'gateway@central',
-    GOV_POLICY_WATCH: 'false',
-    GOV_LOG_LEVEL: 'warn',
-  });
-}
-
-interface SidecarProcess {
-  child: ChildProcess;
-  apiUrl: string;
-  out: () => string;
-  exited: Promise<unknown>;
-}
-
-async function startSidecar(dir: string, centralUrl: string, extra: Record<string, string> = {}): Promise<SidecarProcess> {
-  const apiPort = await freePort();
-  const proxyPort = await freePort();
-  const child = spawn(process.execPath, [CLI, 'sidecar'], {
-    env: {
-      ...cleanEnv(),
-      GOV_ENV: 'test',
-      GOV_EMBED_PORT: String(apiPort),
-      GOV_PROXY_PORT: String(proxyPort),
-      GOV_EMBED_DB: join(dir, 'sidecar'),
-      GOV_EMBED_TOKEN: EMBED_TOKEN,
-      GOV_SOURCE_ID: SOURCE,
-      GOV_CENTRAL_URL: centralUrl,
-      GOV_KEY: SIDECAR_KEY,
-      GOV_REPLICATION_DELAY_MS: '20',
-      GOV_REPLICATION_RETRY_MAX_MS: '200',
-      GOV_POLICY_WATCH: 'false',
-      GOV_LOG_LEVEL: 'info',
-      ...extra,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-200_000)));
-  child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-200_000)));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  await until('the sidecar to listen', async () => (/gov sidecar proxy listening on/.test(out) ? true : undefined), 15_000).catch((e: Error) => {
-    child.kill('SIGKILL');
-    throw new Error(`${e.message}; output: ${out.slice(-2000)}`);
-  });
-  return { child, apiUrl: `http://127.0.0.1:${apiPort}`, out: () => out, exited };
-}
-
-async function kill(p: { child: ChildProcess; exited: Promise<unknown> }): Promise<void> {
-  if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  await p.exited;
-}
-
-/** `n` governed calls through the sidecar's API: `n` ledger rows. */
-async function govern(sidecar: SidecarProcess, n: number, parallel = 8): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: parallel }, async () => {
-    while (next < n) {
-      next++;
-      const res = await fetch(`${sidecar.apiUrl}/v1/runtime/validate`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${EMBED_TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify(workedExample()),
-      });
-      if (res.status !== 200) throw new Error(`validate answered ${res.status}: ${await res.text()}`);
-      await res.arrayBuffer();
-    }
-  }));
-}
-
-async function centralVerify(url: string): Promise<{ valid: boolean; sources?: Array<{ source: string; valid: boolean; rows_checked: number; head_hash: string | null }> }> {
-  const res = await fetch(`${url}/v1/audit/chain/verify`, { headers: { 'x-gov-token': SIDECAR_KEY } });
-  if (res.status !== 200) throw new Error(`central verify answered ${res.status}`);
-  return (await res.json()) as never;
-}
-
-async function centralRows(url: string): Promise<number> {
-  const v = await centralVerify(url);
-  return v.sources?.find((s) => s.source === SOURCE)?.rows_checked ?? 0;
-}
-
-/** Rows in the sidecar's own ledger (its policy rows at start-up included). */
-async function localRows(sidecar: SidecarProcess): Promise<number> {
-  const res = await fetch(`${sidecar.apiUrl}/v1/audit/chain/verify`, { headers: { authorization: `Bearer ${EMBED_TOKEN}` } });
-  const v = (await res.json()) as { valid: boolean; rows_checked: number };
-  if (!v.valid) throw new Error('the sidecar ledger does not verify');
-  return v.rows_checked;
-}
-
-/** Waits until the central store holds exactly the sidecar's rows; returns their count. */
-async function caughtUp(sidecar: SidecarProcess, centralUrl: string, atLeast: number, deadlineMs = 30_000): Promise<number> {
-  return until(`the central store to hold the sidecar's ${atLeast}+ rows`, async () => {
-    const [local, central] = [await localRows(sidecar), await centralRows(centralUrl)];
-    return local >= atLeast && central === local ? central : undefined;
-  }, deadlineMs);
-}
-
-async function sidecarMetric(sidecar: SidecarProcess, name: string): Promise<number> {
-  const res = await fetch(`${sidecar.apiUrl}/metrics`, { headers: { authorization: `Bearer ${EMBED_TOKEN}` } });
-  const text = await res.text();
-  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : NaN;
-}
-
-/**
- * Both stores once their processes are stopped: the sidecar's ledger and the central store's replicated
- * chain hold the same rows (seq, hash, envelope id) exactly once, and both verify.
- */
-async function compareStores(t: Test, dir: string): Promise<void> {
-  const local = await openLmdbStorage(join(dir, 'sidecar'), { source: SOURCE });
-  const central = await openLmdbStorage(join(dir, 'central'), { source: 'gateway@central' });
-  try {
-    const localVerify = await local.ledger.verify();
-    t.equal(localVerify.valid, true, 'the sidecar ledger verifies');
-    const [sourceVerify] = await central.replicas!.verify();
-    t.match(sourceVerify, { source: SOURCE, valid: true, rows_checked: localVerify.rows_checked, head_hash: localVerify.head_hash }, 'the central chain of the source verifies and ends at the sidecar head');
-    const localRows = await local.ledger.readRows!(0, 1_000_000);
-    const centralRows = await central.replicas!.readRows(SOURCE, 0, 1_000_000);
-    t.equal(centralRows.length, localRows.length, 'as many rows centrally as locally');
-    const ids = centralRows.map((r) => readAuditRow(r.bytes).envelope_id);
-    t.equal(new Set(ids).size, ids.length, 'no envelope twice');
-    t.same(centralRows.map((r) => readAuditRow(r.bytes).hash), localRows.map((r) => readAuditRow(r.bytes).hash), 'the same rows in the same order');
-  } finally {
-    await local.close();
-    await central.close();
-  }
-}
+import t from 'tap';
+import { gzipSync } from 'node:zlib';
+import { openMemoryStorage } from '../../src/ledger/memory.js';
+import { entry } from '../ledger/fixtures/ledger-suite.js';
+import { freePort } from '../helpers/gov-process.js';
+import { caughtUp, centralRows, centralVerify, compareStores, kill, localRows, SIDECAR_KEY, sidecarMetric, SOURCE, startCentral, startSidecar, until, govern } from '../helpers/replication-fleet.js';
 
 t.test('rows arrive exactly once; the central gateway stopped, then restarted: catch-up with no loss and no duplicate', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'gov-replication-'));
@@ -209,65 +47,29 @@ t.test('rows arrive exactly once; the central gateway stopped, then restarted: c
   await compareStores(t, dir);
 });
 
-t.test('a sidecar SIGKILLed mid-shipping resumes from its durable cursor after a restart, no duplicate stored', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'gov-replication-kill-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  // Small batches, so that shipping 400 rows takes well over a hundred round trips; the rows are written
-  // before the central gateway is up, so the kill lands in the middle of the catch-up.
-  const slow = { GOV_REPLICATION_BATCH_ROWS: '3' };
-  let sidecar = await startSidecar(dir, `http://127.0.0.1:${port}`, slow);
-  t.teardown(() => kill(sidecar));
-  await govern(sidecar, 400, 16);
-  const total = await localRows(sidecar);
-  const central = await startCentral(dir, port);
-  t.teardown(() => central.kill());
-  const seen = await until('shipping under way', async () => {
-    const n = await centralRows(central.url);
-    return n >= 30 ? n : undefined;
-  });
-  await kill(sidecar);
-  const atKill = await centralRows(central.url);
-  t.ok(seen > 0 && atKill < total, `killed mid-shipping (${atKill} of ${total} rows at the central store)`);
-
-  sidecar = await startSidecar(dir, central.url, slow);
-  t.equal(await caughtUp(sidecar, central.url, total, 60_000), total);
-  t.match(sidecar.out(), /replication to the central gateway started/);
-  const started = /"acknowledged_seq":(\d+)[^\n]*replication to the central gateway started/.exec(sidecar.out());
-  t.ok(started && Number(started[1]) > 0 && Number(started[1]) <= atKill, `resumed from the durable cursor (${started?.[1]}), not from seq 0`);
-  sidecar.child.kill('SIGTERM');
-  await sidecar.exited;
-  await central.kill();
-  await compareStores(t, dir);
-});
-
-t.test('replicate, then prune: acknowledged old rows lose their local payload; chain and verify stay', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'gov-replication-prune-'));
+t.test('a tampered batch sent to a central gateway process is refused, naming the first bad seq, and nothing of it is stored', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-replication-tamper-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const central = await startCentral(dir, await freePort());
   t.teardown(() => central.kill());
-  const sidecar = await startSidecar(dir, central.url, { GOV_REPLICATION_PRUNE_AFTER: '1ms' });
-  t.teardown(() => kill(sidecar));
-  await govern(sidecar, 20);
-  const total = await caughtUp(sidecar, central.url, 20);
-  await until(`${total} rows pruned`, async () => ((await sidecarMetric(sidecar, 'gov_replication_pruned_rows_total')) === total ? true : undefined));
-  sidecar.child.kill('SIGTERM');
-  await sidecar.exited;
-  await central.kill();
-
-  const local = await openLmdbStorage(join(dir, 'sidecar'), { source: SOURCE });
-  const stored = await openLmdbStorage(join(dir, 'central'), { source: 'gateway@central' });
-  try {
-    t.match(await local.ledger.verify(), { valid: true, rows_checked: total });
-    const ids = (await local.ledger.readRows!(0, 100)).map((r) => readAuditRow(r.bytes).envelope_id);
-    for (const id of ids) t.equal((await local.ledger.get(id))?.payload, null, `payload of ${id} dropped locally`);
-    // The central store keeps the payloads it was sent.
-    const [v] = await stored.replicas!.verify();
-    t.match(v, { source: SOURCE, valid: true, rows_checked: total });
-    const payloads = await Promise.all((await stored.replicas!.readRows(SOURCE, 0, 100)).map((r) => readRowWithPayload(r.bytes, undefined)));
-    t.ok(payloads.every((r) => r.payload !== null));
-  } finally {
-    await local.close();
-    await stored.close();
-  }
+  const ledger = openMemoryStorage({ source: SOURCE });
+  for (let i = 0; i < 6; i++) await ledger.ledger.append(entry());
+  const rows = await ledger.ledger.readRows!(0, 6);
+  const post = (batch: typeof rows) => fetch(`${central.url}/v1/audit/ingest`, {
+    method: 'POST',
+    headers: { 'x-gov-token': SIDECAR_KEY, 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    body: gzipSync(JSON.stringify({ source: SOURCE, rows: batch.map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) })),
+  });
+  t.equal((await post(rows.slice(0, 2))).status, 200);
+  const tampered = rows.slice(2).map((r) => ({ seq: r.seq, bytes: Buffer.from(r.bytes) }));
+  // One byte of row 4's payload: the commitment no longer matches.
+  tampered[1].bytes[tampered[1].bytes.length - 2] ^= 0x01;
+  const refused = await post(tampered);
+  t.equal(refused.status, 409);
+  t.match(await refused.json(), { error: { code: 'conflict', details: { reason: 'chain_break', first_bad_seq: 4, head: { seq: 2 } } } });
+  t.equal(await centralRows(central.url), 2, 'rows 3-6 of the refused batch are not stored');
+  t.equal((await post(rows.slice(2))).status, 200, 'the untampered rows are taken');
+  t.match(await centralVerify(central.url), { sources: [{ source: SOURCE, valid: true, rows_checked: 6 }] });
+  const metrics = await (await fetch(`${central.url}/metrics`, { headers: { 'x-gov-token': SIDECAR_KEY } })).text();
+  t.match(metrics, /gov_replication_ingest_rejected_total\{reason="chain_break"\} 1/);
 });
