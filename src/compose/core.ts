@@ -25,6 +25,8 @@ import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classi
 import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
+import { openRedisConnection, type RedisConnection } from '../store/redis-connection.js';
+import { RedisSlidingWindowLimiter } from '../store/redis-limiter.js';
 import { GovMetrics } from '../telemetry/metrics.js';
 
 /**
@@ -47,8 +49,10 @@ export interface Core {
   policyWatcher: PolicyDirWatcher | null;
   /** Brings the kill switch and the registered manifests up to the store every GOV_STATE_REFRESH_MS. */
   stateRefresh: PeriodicRefresh;
-  /** The rate-limit port and the rules of GOV_RATE_LIMIT_FILE. */
+  /** The rate-limit port (Redis with GOV_REDIS_URL, else in process) and the rules of GOV_RATE_LIMIT_FILE. */
   limiter: RateLimiter;
+  /** The Redis connection (GOV_REDIS_URL); null without it. */
+  redis: RedisConnection | null;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
@@ -179,6 +183,11 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     throw e;
   }
 
+  // Never throws for an unreachable Redis: it reconnects in the background and the limits follow their
+  // Redis-down behaviour meanwhile (runtime/rate-limit-scopes.ts).
+  const redis = settings.redis === null ? null : await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
+  const limiter: RateLimiter = redis === null ? new MemorySlidingWindowLimiter() : new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+
   // Replicas sharing a store see each other's kill switch and manifests within GOV_STATE_REFRESH_MS (plus one
   // read); decisions never wait on the store for them (docs/deployment.md, "Shared state").
   const stateRefresh = new PeriodicRefresh(async () => {
@@ -222,7 +231,8 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     policies,
     policyWatcher,
     stateRefresh,
-    limiter: new MemorySlidingWindowLimiter(),
+    limiter,
+    redis,
     rateRules,
     metrics,
     logger,
@@ -233,6 +243,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
         await stateRefresh.close();
         await storage.close();
         await classifier?.close();
+        await redis?.close();
       })();
       return closing;
     },

@@ -20,7 +20,8 @@ import { AppError } from './app-error.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { observabilityPlugin } from './plugins/observability.js';
 import { agentIdentity } from '../config/agent-identity.js';
-import { rateLimitPlugin } from './plugins/rate-limit.js';
+import { rateLimitPlugin, storeDownReporter } from './plugins/rate-limit.js';
+import { scopedLimiters } from '../runtime/rate-limit-scopes.js';
 import { agentRoutes } from './routes/agents.js';
 import { policyRoutes } from './routes/policy.js';
 import { auditRoutes } from './routes/audit.js';
@@ -43,6 +44,7 @@ export interface AppDeps {
   authenticator: Authenticator;
   /** Features this deployment includes (judge, trust_chain, sso, ...): absent ones answer 402. */
   entitlements: ReadonlySet<string>;
+  /** The shared (Redis) or in-process limiter; each route scope applies its own Redis-down behaviour to it. */
   limiter: RateLimiter;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
@@ -85,8 +87,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(errorsPlugin);
   await app.register(observabilityPlugin, { metrics: deps.metrics });
   const proxy = deps.settings.proxy;
-  await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiter: deps.limiter, rules: deps.rateRules, clock: () => deps.clock().getTime(), ...(proxy === null ? {} : { identity: agentIdentity(proxy) }) });
-  const failureThrottle = deps.settings.rateLimitEnabled ? { limiter: deps.limiter, limit: deps.rateRules.authFailuresPerIp, windowMs: deps.rateRules.windowMs, clock: () => deps.clock().getTime() } : undefined;
+  const limiters = scopedLimiters(deps.limiter, storeDownReporter(deps.logger, deps.metrics));
+  await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiters, rules: deps.rateRules, clock: () => deps.clock().getTime(), ...(proxy === null ? {} : { identity: agentIdentity(proxy) }) });
+  const failureThrottle = deps.settings.rateLimitEnabled ? { limiter: limiters.auth_failures, limit: deps.rateRules.authFailuresPerIp, windowMs: deps.rateRules.windowMs, clock: () => deps.clock().getTime() } : undefined;
   await app.register(authPlugin, { authenticator: deps.authenticator, entitlements: deps.entitlements, ...(failureThrottle === undefined ? {} : { failureThrottle }) });
 
   if (deps.settings.env !== 'production') {

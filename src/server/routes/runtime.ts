@@ -46,7 +46,7 @@ export const runtimeRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (ap
   };
 
   app.post('/v1/runtime/validate', {
-    config: { capability: 'runtime.govern', rateLimit: 'agent' },
+    config: { capability: 'runtime.govern', rateLimit: 'validate' },
     schema: { tags: ['runtime'], summary: 'Single-shot validation of an agent execution', body: ValidateRequest, response: { 200: ValidateResponse } },
   }, async (req) => governed(req, req.body, () => governor.validate(req.body)));
 
