@@ -24,6 +24,7 @@ import { fingerprint, PolicyDirWatcher } from '../runtime/policy-watcher.js';
 import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classifier.js';
 import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
+import { PaymentIntents } from '../runtime/payment-intents.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
 import { openRedisConnection, type RedisConnection } from '../store/redis-connection.js';
 import { RedisSlidingWindowLimiter } from '../store/redis-limiter.js';
@@ -43,6 +44,8 @@ export interface Core {
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
   reviewQueue: ReviewQueue;
+  /** Payment intents governed as pre-checks, idempotent by key (POST /v1/invoicepay/payments). */
+  payments: PaymentIntents;
   /** Published policy versions and the active set (runtime/policy-registry.ts). */
   policies: PolicyRegistry;
   /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
@@ -220,6 +223,8 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
   });
 
+  const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });
+
   let closing: Promise<void> | null = null;
   return {
     settings,
@@ -228,6 +233,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     killSwitch,
     manifests,
     reviewQueue,
+    payments,
     policies,
     policyWatcher,
     stateRefresh,

@@ -11,6 +11,7 @@ import type { KillSwitch } from '../runtime/kill-switch.js';
 import type { ManifestRegistry } from '../runtime/manifest-registry.js';
 import type { RateLimiter } from '../runtime/rate-limiter.js';
 import type { ReviewQueue } from '../runtime/review-queue.js';
+import type { PaymentIntents } from '../runtime/payment-intents.js';
 import type { PolicyRegistry } from '../runtime/policy-registry.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { Authenticator } from './authenticators.js';
@@ -31,6 +32,7 @@ import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { reviewRoutes } from './routes/review.js';
 import { runtimeRoutes } from './routes/runtime.js';
+import { paymentRoutes } from './routes/payments.js';
 
 export interface AppDeps {
   settings: Settings;
@@ -40,6 +42,8 @@ export interface AppDeps {
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
   reviewQueue: ReviewQueue;
+  /** POST /v1/invoicepay/payments (runtime/payment-intents.ts). */
+  payments: PaymentIntents;
   policies: PolicyRegistry;
   authenticator: Authenticator;
   /** Features this deployment includes (judge, trust_chain, sso, ...): absent ones answer 402. */
@@ -117,6 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(reviewRoutes(deps));
   await app.register(metricsRoutes(deps));
   await app.register(runtimeRoutes(deps));
+  await app.register(paymentRoutes(deps));
   await app.register(auditRoutes(deps));
   await app.register(agentRoutes(deps));
   await app.register(policyRoutes(deps));

@@ -40,7 +40,7 @@ async function metric(gw: TestGateway, line: RegExp): Promise<number | null> {
 }
 const warnings = (gw: TestGateway, msg: string) => gw.logs.filter((l) => l.includes(msg)).length;
 
-t.test('Redis killed mid-run: validate fails open, the auth limits count per replica, nothing answers 500', services, async (t) => {
+t.test('Redis killed mid-run: validate fails open, payments and the auth limits count per replica, nothing answers 500', services, async (t) => {
   const redis = await startOwnRedis();
   t.teardown(() => redis.kill());
   const gw = await gatewayOn(t, redis);
@@ -66,6 +66,11 @@ t.test('Redis killed mid-run: validate fails open, the auth limits count per rep
   for (let i = 0; i < 3; i++) t.equal(await send(gw.request('GET', '/v1/auth/check')), 200);
   t.equal(await send(gw.request('GET', '/v1/auth/check')), 429, 'the auth route still holds 3 per IP, counted by this replica');
   t.equal(await metric(gw, /^gov_rate_limit_store_unavailable_total\{scope="auth_ip",behaviour="local"\}/), 4);
+
+  const pay = (key: string) => gw.request('POST', '/v1/invoicepay/payments', { body: { agent_id: 'payer', idempotency_key: key, amount: '10.00', currency: 'EUR', payee: { id: 'p' } }, headers: { 'x-agent-id': 'payer' } });
+  for (let i = 0; i < 3; i++) t.equal(await send(pay(`k${i}`)), 200);
+  t.equal(await send(pay('k3')), 429, 'payments still hold 3 per agent, counted by this replica');
+  t.equal(await metric(gw, /^gov_rate_limit_store_unavailable_total\{scope="payments",behaviour="local"\}/), 4);
 
   t.equal(await send(gw.request('GET', '/v1/audit/executions')), 200, 'unthrottled routes are untouched');
   for (let i = 0; i < 3; i++) t.equal(await send(gw.request('GET', '/v1/audit/executions', { token: 'wrong-key' })), 401);

@@ -20,7 +20,7 @@ import type { AppDeps } from '../app.js';
 import { responseForTier } from '../score-view.js';
 
 /** Spec 426 rule: a request whose sdk_version is a lower semver than GOV_MIN_SDK_VERSION; no sdk_version passes. */
-function assertSdkVersion(sdkVersion: string | undefined, minimum: string | null): void {
+export function assertSdkVersion(sdkVersion: string | undefined, minimum: string | null): void {
   if (minimum === null || sdkVersion === undefined) return;
   const v = semver.coerce(sdkVersion);
   if (v === null) throw new AppError('validation_failed', 'sdk_version is not a semantic version', { issues: [{ path: 'body.sdk_version', message: 'expected a version such as 1.2.0' }] });
