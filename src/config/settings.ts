@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { AGENT_ID, parseAgentList } from './agent-identity.js';
 import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
+import { loadRedisSettings, REDIS_SETTING_DOCS, type RedisSettings } from './redis-settings.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
 import { SourceId } from '../contracts/audit.js';
 import { defaultSourceId } from '../ledger/source-id.js';
@@ -55,6 +56,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch and registered manifests are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
+  ...REDIS_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },
   { name: 'GOV_PROXY_HOST', modes: ['sidecar'], default: '127.0.0.1', help: 'address the proxy binds (the agent shares the pod, so loopback is enough)' },
@@ -144,6 +146,8 @@ export interface Settings {
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
   detector: DetectorSettings | null;
+  /** The gateway's shared rate-limit store (GOV_REDIS_*); null: limits are counted in process. */
+  redis: RedisSettings | null;
   /** Sidecar only; null in the other modes. */
   proxy: ProxySettings | null;
 }
@@ -225,6 +229,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     logLevel,
     detector: loadDetectorSettings(get, parse),
+    redis: loadRedisSettings(mode, get, parse),
     proxy: mode === 'sidecar' ? loadProxySettings(env, get, parse) : null,
   };
 

@@ -33,6 +33,17 @@ export class GovMetrics {
   /** Remote classifier calls (GOV_DETECTOR_URL) by outcome: ok, flagged, timeout, error, skipped. */
   readonly classifierCalls = new Counter({ name: 'gov_remote_classifier_calls_total', help: 'Remote classifier calls by result (ok, flagged, timeout, error, skipped)', labelNames: ['result'], registers: [this.registry] });
 
+  /** Requests whose rate limit could not reach the shared store, by scope and what was done instead. */
+  readonly rateLimitStoreDown = new Counter({ name: 'gov_rate_limit_store_unavailable_total', help: 'Rate-limited requests decided without the shared store (Redis down or slow), by scope and behaviour (admit: uncounted; local: counted by this replica alone)', labelNames: ['scope', 'behaviour'], registers: [this.registry] });
+  /** Registered by the first setRedisUp() (GOV_REDIS_URL set), so a gateway without Redis shows no such series. */
+  private redisUp: Gauge | null = null;
+
+  /** gov_redis_up: 1 while the Redis connection is ready, 0 while it is down or reconnecting. */
+  setRedisUp(up: boolean): void {
+    this.redisUp ??= new Gauge({ name: 'gov_redis_up', help: 'Whether the Redis connection is ready (1) or down/reconnecting (0); only with GOV_REDIS_URL', registers: [this.registry] });
+    this.redisUp.set(up ? 1 : 0);
+  }
+
   recordDecision(agentId: string, outcome: string, latencyMs: number): void {
     const agent = agentLabel(agentId);
     this.validations.inc({ decision: outcome, agent_id: agent });
