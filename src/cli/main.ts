@@ -71,7 +71,7 @@ async function run(mode: Mode): Promise<void> {
   const gw = await compose(settings);
   const address = await gw.app.listen({ port: settings.port, host: settings.host });
   const log = gw.app.log;
-  log.info({ address, ledger: settings.dbPath === ':memory:' ? ':memory:' : 'lmdb', source: settings.sourceId, env: settings.env, auth: settings.authEnabled }, `gov ${mode} listening`);
+  log.info({ address, ledger: settings.dbPath === ':memory:' ? ':memory:' : 'lmdb', source: settings.sourceId, env: settings.env, auth: settings.authEnabled, rate_limits: !settings.rateLimitEnabled ? 'off' : settings.redis === null ? 'in-process' : 'redis' }, `gov ${mode} listening`);
   process.stdout.write(`gov ${mode} listening on ${address}\n`);
   if (gw.tokenGenerated) {
     // Printed once, to stdout only, never to the log stream.

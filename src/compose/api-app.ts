@@ -38,6 +38,7 @@ export async function buildApiApp(core: Core, access: ApiAccess): Promise<Fastif
     killSwitch: core.killSwitch,
     manifests: core.manifests,
     reviewQueue: core.reviewQueue,
+    payments: core.payments,
     policies: core.policies,
     authenticator: access.authenticator,
     entitlements: ENTITLEMENTS,

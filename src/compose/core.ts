@@ -24,7 +24,10 @@ import { fingerprint, PolicyDirWatcher } from '../runtime/policy-watcher.js';
 import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classifier.js';
 import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
+import { PaymentIntents } from '../runtime/payment-intents.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
+import { openRedisConnection, type RedisConnection } from '../store/redis-connection.js';
+import { RedisSlidingWindowLimiter } from '../store/redis-limiter.js';
 import { GovMetrics } from '../telemetry/metrics.js';
 
 /**
@@ -41,14 +44,18 @@ export interface Core {
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
   reviewQueue: ReviewQueue;
+  /** Payment intents governed as pre-checks, idempotent by key (POST /v1/invoicepay/payments). */
+  payments: PaymentIntents;
   /** Published policy versions and the active set (runtime/policy-registry.ts). */
   policies: PolicyRegistry;
   /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
   policyWatcher: PolicyDirWatcher | null;
   /** Brings the kill switch and the registered manifests up to the store every GOV_STATE_REFRESH_MS. */
   stateRefresh: PeriodicRefresh;
-  /** The rate-limit port and the rules of GOV_RATE_LIMIT_FILE. */
+  /** The rate-limit port (Redis with GOV_REDIS_URL, else in process) and the rules of GOV_RATE_LIMIT_FILE. */
   limiter: RateLimiter;
+  /** The Redis connection (GOV_REDIS_URL); null without it. */
+  redis: RedisConnection | null;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
@@ -179,6 +186,11 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     throw e;
   }
 
+  // Never throws for an unreachable Redis: it reconnects in the background and the limits follow their
+  // Redis-down behaviour meanwhile (runtime/rate-limit-scopes.ts).
+  const redis = settings.redis === null ? null : await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
+  const limiter: RateLimiter = redis === null ? new MemorySlidingWindowLimiter() : new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+
   // Replicas sharing a store see each other's kill switch and manifests within GOV_STATE_REFRESH_MS (plus one
   // read); decisions never wait on the store for them (docs/deployment.md, "Shared state").
   const stateRefresh = new PeriodicRefresh(async () => {
@@ -211,6 +223,8 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
   });
 
+  const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });
+
   let closing: Promise<void> | null = null;
   return {
     settings,
@@ -219,10 +233,12 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     killSwitch,
     manifests,
     reviewQueue,
+    payments,
     policies,
     policyWatcher,
     stateRefresh,
-    limiter: new MemorySlidingWindowLimiter(),
+    limiter,
+    redis,
     rateRules,
     metrics,
     logger,
@@ -233,6 +249,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
         await stateRefresh.close();
         await storage.close();
         await classifier?.close();
+        await redis?.close();
       })();
       return closing;
     },

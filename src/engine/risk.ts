@@ -29,7 +29,10 @@ function cutoff(tier: RiskTier, config: ScoringConfig): number {
   return tier === 'low' ? 0 : config.risk.tier_cutoffs[tier];
 }
 
-/** The most severe action among the calls: declared severity, a default for declared tools, 100 for undeclared. */
+/**
+ * The most severe action among the calls: declared severity, a default for declared tools, 100 for
+ * undeclared; never below the floor of an action the gateway defines (a payment intent).
+ */
 export function actionSeverity(input: EngineInput, ctx: EngineContext): number {
   const r = ctx.config.risk;
   if (input.tools_called.length === 0) return r.no_tool_severity;
@@ -37,7 +40,9 @@ export function actionSeverity(input: EngineInput, ctx: EngineContext): number {
   let max = 0;
   for (const call of input.tools_called) {
     const d = declared.get(call.name);
-    const s = d === undefined ? r.undeclared_tool_severity : (d.severity ?? r.default_tool_severity);
+    let s = d === undefined ? r.undeclared_tool_severity : (d.severity ?? r.default_tool_severity);
+    // hasOwn: a tool named "constructor" must not read Object.prototype.
+    if (Object.hasOwn(r.action_severity_floors, call.name)) s = Math.max(s, r.action_severity_floors[call.name]);
     if (s > max) max = s;
   }
   return max;

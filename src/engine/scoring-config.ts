@@ -1,3 +1,4 @@
+import { PAYMENT_ACTION } from '../contracts/payments.js';
 import type { Outcome, RiskTier } from '../contracts/common.js';
 
 /**
@@ -82,6 +83,11 @@ export interface ScoringConfig {
     readonly undeclared_tool_severity: number;
     /** action_severity when no tool is called at all. */
     readonly no_tool_severity: number;
+    /**
+     * The least action_severity of actions the gateway itself defines, whatever a manifest declares for
+     * them (a payment intent, contracts/payments.ts); a higher declared severity still counts.
+     */
+    readonly action_severity_floors: Readonly<Record<string, number>>;
     readonly default_business_impact: number;
     /** policy_sensitivity contributed by a fired rule, by its severity. */
     readonly severity_sensitivity: Readonly<Record<'info' | 'warn' | 'error' | 'critical', number>>;
@@ -107,7 +113,7 @@ export interface ScoringConfig {
 }
 
 export const SCORING_CONFIG: ScoringConfig = deepFreeze({
-  version: '2026.11.3',
+  version: '2026.11.4',
   weights: {
     schema: 0.15,
     tool_trust: 0.15,
@@ -158,6 +164,7 @@ export const SCORING_CONFIG: ScoringConfig = deepFreeze({
     default_tool_severity: 30,
     undeclared_tool_severity: 100,
     no_tool_severity: 10,
+    action_severity_floors: { [PAYMENT_ACTION]: 90 },
     default_business_impact: 30,
     severity_sensitivity: { info: 10, warn: 40, error: 70, critical: 100 },
     tier_cutoffs: { medium: 30, high: 55, critical: 80 },

@@ -5,11 +5,20 @@ export interface LimitVerdict {
   remaining: number;
 }
 
-/** The limiter port: in-process now, a Redis sliding window later (shared across replicas), hence promises. */
+/**
+ * The limiter port: in process (below) or a Redis sliding window shared across replicas
+ * (store/redis-limiter.ts), hence promises. A shared limiter that cannot get an answer from its store in
+ * time rejects with LimiterUnavailableError; what a route does then is its own (rate-limit-scopes.ts).
+ */
 export interface RateLimiter {
   hit(bucket: string, limit: number, windowMs: number, nowMs: number): Promise<LimitVerdict>;
   /** The verdict hit() would give, without counting a request (a bucket counted only on failures). */
   peek(bucket: string, limit: number, windowMs: number, nowMs: number): Promise<LimitVerdict>;
+}
+
+/** The shared store did not answer (down, unreachable or slower than its timeout). */
+export class LimiterUnavailableError extends Error {
+  override name = 'LimiterUnavailableError';
 }
 
 /**

@@ -11,6 +11,7 @@ import type { KillSwitch } from '../runtime/kill-switch.js';
 import type { ManifestRegistry } from '../runtime/manifest-registry.js';
 import type { RateLimiter } from '../runtime/rate-limiter.js';
 import type { ReviewQueue } from '../runtime/review-queue.js';
+import type { PaymentIntents } from '../runtime/payment-intents.js';
 import type { PolicyRegistry } from '../runtime/policy-registry.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { Authenticator } from './authenticators.js';
@@ -20,7 +21,8 @@ import { AppError } from './app-error.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { observabilityPlugin } from './plugins/observability.js';
 import { agentIdentity } from '../config/agent-identity.js';
-import { rateLimitPlugin } from './plugins/rate-limit.js';
+import { rateLimitPlugin, storeDownReporter } from './plugins/rate-limit.js';
+import { scopedLimiters } from '../runtime/rate-limit-scopes.js';
 import { agentRoutes } from './routes/agents.js';
 import { policyRoutes } from './routes/policy.js';
 import { auditRoutes } from './routes/audit.js';
@@ -31,6 +33,7 @@ import { metricsRoutes } from './routes/metrics.js';
 import { ingestRoutes } from './routes/ingest.js';
 import { reviewRoutes } from './routes/review.js';
 import { runtimeRoutes } from './routes/runtime.js';
+import { paymentRoutes } from './routes/payments.js';
 
 export interface AppDeps {
   settings: Settings;
@@ -42,10 +45,13 @@ export interface AppDeps {
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
   reviewQueue: ReviewQueue;
+  /** POST /v1/invoicepay/payments (runtime/payment-intents.ts). */
+  payments: PaymentIntents;
   policies: PolicyRegistry;
   authenticator: Authenticator;
   /** Features this deployment includes (judge, trust_chain, sso, ...): absent ones answer 402. */
   entitlements: ReadonlySet<string>;
+  /** The shared (Redis) or in-process limiter; each route scope applies its own Redis-down behaviour to it. */
   limiter: RateLimiter;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
@@ -88,8 +94,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(errorsPlugin);
   await app.register(observabilityPlugin, { metrics: deps.metrics });
   const proxy = deps.settings.proxy;
-  await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiter: deps.limiter, rules: deps.rateRules, clock: () => deps.clock().getTime(), ...(proxy === null ? {} : { identity: agentIdentity(proxy) }) });
-  const failureThrottle = deps.settings.rateLimitEnabled ? { limiter: deps.limiter, limit: deps.rateRules.authFailuresPerIp, windowMs: deps.rateRules.windowMs, clock: () => deps.clock().getTime() } : undefined;
+  const limiters = scopedLimiters(deps.limiter, storeDownReporter(deps.logger, deps.metrics));
+  await app.register(rateLimitPlugin, { enabled: deps.settings.rateLimitEnabled, limiters, rules: deps.rateRules, clock: () => deps.clock().getTime(), ...(proxy === null ? {} : { identity: agentIdentity(proxy) }) });
+  const failureThrottle = deps.settings.rateLimitEnabled ? { limiter: limiters.auth_failures, limit: deps.rateRules.authFailuresPerIp, windowMs: deps.rateRules.windowMs, clock: () => deps.clock().getTime() } : undefined;
   await app.register(authPlugin, { authenticator: deps.authenticator, entitlements: deps.entitlements, ...(failureThrottle === undefined ? {} : { failureThrottle }) });
 
   if (deps.settings.env !== 'production') {
@@ -117,6 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(reviewRoutes(deps));
   await app.register(metricsRoutes(deps));
   await app.register(runtimeRoutes(deps));
+  await app.register(paymentRoutes(deps));
   await app.register(auditRoutes(deps));
   const replicas = deps.replicas;
   if (replicas !== undefined) await app.register(ingestRoutes({ ...deps, replicas }));

@@ -8,7 +8,7 @@ export const TIER_RANK: Record<Tier, number> = { free: 0, developer: 1, team: 2,
  * docs/tiers.md is generated from the same facts; change both together.
  */
 export const CAPABILITIES = {
-  'runtime.govern': { min: 'free', description: 'validate, pre-check, post-check' },
+  'runtime.govern': { min: 'free', description: 'validate, pre-check, post-check, payment intents' },
   'scores.view': { min: 'developer', description: 'scores: validation, risk and confidence rationale in runtime responses and stored answers, confidence and risk tier of audit rows' },
   'kill_switch.read': { min: 'free', description: 'read the kill switch' },
   'kill_switch.write': { min: 'team', description: 'set or clear the kill switch' },

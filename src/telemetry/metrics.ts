@@ -43,6 +43,16 @@ export class GovMetrics {
   readonly replicationShipped = new Counter({ name: 'gov_replication_shipped_rows_total', help: 'Ledger rows acknowledged by the central store', registers: [this.registry] });
   readonly replicationFailures = new Counter({ name: 'gov_replication_ship_failures_total', help: 'Failed shipping attempts, by reason (unreachable, server_error, rejected, client_error)', labelNames: ['reason'], registers: [this.registry] });
   readonly replicationPruned = new Counter({ name: 'gov_replication_pruned_rows_total', help: 'Replicated ledger rows whose payload was dropped locally (GOV_REPLICATION_PRUNE_AFTER)', registers: [this.registry] });
+  /** Requests whose rate limit could not reach the shared store, by scope and what was done instead. */
+  readonly rateLimitStoreDown = new Counter({ name: 'gov_rate_limit_store_unavailable_total', help: 'Rate-limited requests decided without the shared store (Redis down or slow), by scope and behaviour (admit: uncounted; local: counted by this replica alone)', labelNames: ['scope', 'behaviour'], registers: [this.registry] });
+  /** Registered by the first setRedisUp() (GOV_REDIS_URL set), so a gateway without Redis shows no such series. */
+  private redisUp: Gauge | null = null;
+
+  /** gov_redis_up: 1 while the Redis connection is ready, 0 while it is down or reconnecting. */
+  setRedisUp(up: boolean): void {
+    this.redisUp ??= new Gauge({ name: 'gov_redis_up', help: 'Whether the Redis connection is ready (1) or down/reconnecting (0); only with GOV_REDIS_URL', registers: [this.registry] });
+    this.redisUp.set(up ? 1 : 0);
+  }
 
   recordDecision(agentId: string, outcome: string, latencyMs: number): void {
     const agent = agentLabel(agentId);

@@ -13,6 +13,7 @@ const ROUTES: Array<[string, string, unknown?]> = [
   ['GET', '/v1/runtime/kill-switch'],
   ['POST', '/v1/runtime/kill-switch', { active: true }],
   ['POST', '/v1/runtime/decision/0b6f4bb3-3c55-4b4e-9f0e-8f1f7c9c2a11'],
+  ['POST', '/v1/invoicepay/payments', {}],
   ['GET', '/v1/audit/executions'],
   ['GET', '/v1/audit/executions/0b6f4bb3-3c55-4b4e-9f0e-8f1f7c9c2a11'],
   ['GET', '/v1/audit/chain/verify'],

@@ -13,7 +13,8 @@ declare module 'fastify' {
     /** Health routes only: answered without a token. */
     public?: boolean;
     capability?: Capability;
-    rateLimit?: 'agent' | 'auth-ip';
+    /** validate, payments: per X-Agent-ID; auth-ip: per client IP, before authentication. */
+    rateLimit?: 'validate' | 'payments' | 'auth-ip';
   }
 }
 

@@ -20,7 +20,7 @@ import type { AppDeps } from '../app.js';
 import { responseForTier } from '../score-view.js';
 
 /** Spec 426 rule: a request whose sdk_version is a lower semver than GOV_MIN_SDK_VERSION; no sdk_version passes. */
-function assertSdkVersion(sdkVersion: string | undefined, minimum: string | null): void {
+export function assertSdkVersion(sdkVersion: string | undefined, minimum: string | null): void {
   if (minimum === null || sdkVersion === undefined) return;
   const v = semver.coerce(sdkVersion);
   if (v === null) throw new AppError('validation_failed', 'sdk_version is not a semantic version', { issues: [{ path: 'body.sdk_version', message: 'expected a version such as 1.2.0' }] });
@@ -46,7 +46,7 @@ export const runtimeRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (ap
   };
 
   app.post('/v1/runtime/validate', {
-    config: { capability: 'runtime.govern', rateLimit: 'agent' },
+    config: { capability: 'runtime.govern', rateLimit: 'validate' },
     schema: { tags: ['runtime'], summary: 'Single-shot validation of an agent execution', body: ValidateRequest, response: { 200: ValidateResponse } },
   }, async (req) => governed(req, req.body, () => governor.validate(req.body)));
 
