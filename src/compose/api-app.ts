@@ -33,6 +33,8 @@ export async function buildApiApp(core: Core, access: ApiAccess): Promise<Fastif
     logger: core.logger,
     governor: core.governor,
     ledger: core.storage.ledger,
+    // Only the gateway is a central store; a sidecar's or embedded ledger takes no replicated rows.
+    ...(core.settings.mode === 'gateway' && core.storage.replicas !== undefined ? { replicas: core.storage.replicas } : {}),
     killSwitch: core.killSwitch,
     manifests: core.manifests,
     reviewQueue: core.reviewQueue,

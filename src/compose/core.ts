@@ -99,7 +99,7 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
     throw e;
   }
   // Closing the anchored ledger anchors the final head, then closes the inner ledger; the environment after.
-  return { ledger, kv: storage.kv, close: async () => { await ledger.close(); await storage.close(); } };
+  return { ledger, kv: storage.kv, replicas: storage.replicas, close: async () => { await ledger.close(); await storage.close(); } };
 }
 
 async function readPolicySources(dir: string): Promise<PolicySource[]> {

@@ -7,6 +7,7 @@ import { ProxyServer } from '../proxy/proxy-server.js';
 import { buildRouteTable, type RouteTable } from '../proxy/routes.js';
 import { ToolCallLinks } from '../proxy/tool-call-links.js';
 import { UpstreamPools } from '../proxy/upstream.js';
+import { ReplicationShipper } from '../replication/shipper.js';
 import { withApiApp, type Composed } from './api-app.js';
 import { composeEmbeddedCore, embeddedAccess, type EmbeddedOptions } from './embedded.js';
 
@@ -15,6 +16,8 @@ export interface Sidecar {
   composed: Composed;
   proxy: ProxyServer;
   routes: RouteTable;
+  /** Replication to the central gateway (GOV_CENTRAL_URL and GOV_KEY); null without them. Started by listen(). */
+  shipper: ReplicationShipper | null;
   /** Binds the proxy (GOV_PROXY_HOST:GOV_PROXY_PORT) and the API (GOV_HOST:GOV_EMBED_PORT). */
   listen(ports?: { proxyPort?: number; apiPort?: number }): Promise<{ proxyUrl: string; apiUrl: string }>;
   /** SIGTERM path: stop accepting on both ports, drain proxied calls (bounded by the grace), commit and close the ledger. */
@@ -62,20 +65,35 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
   };
   const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, identity: agentIdentity(proxySettings), adapterOfKind });
 
+  const replication = settings.replication;
+  const shipper = replication === null ? null : new ReplicationShipper({
+    ledger: composed.storage.ledger,
+    kv: composed.storage.kv,
+    source: settings.sourceId,
+    settings: replication,
+    metrics: composed.metrics,
+    logger: composed.logger,
+    clock: composed.clock,
+  });
+
   let closing: Promise<void> | null = null;
   return {
     composed,
     proxy,
     routes,
+    shipper,
     async listen(ports = {}) {
       const proxyUrl = await proxy.listen(ports.proxyPort ?? proxySettings.port, proxySettings.host);
       const apiUrl = await composed.app.listen({ port: ports.apiPort ?? settings.port, host: settings.host });
+      shipper?.start();
       return { proxyUrl, apiUrl };
     },
     close() {
       closing ??= (async () => {
         // Both ports stop taking calls at once; the ledger closes only after the last proxied row committed.
         await Promise.all([proxy.close(proxySettings.shutdownGraceMs), composed.app.close()]);
+        // Rows not acknowledged yet stay in the ledger; the next start ships them.
+        await shipper?.close();
         await pools.close();
         await composed.close();
       })();

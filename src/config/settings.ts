@@ -56,6 +56,13 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch and registered manifests are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
+  { name: 'GOV_INGEST_MAX_BYTES', modes: ['gateway'], default: '67108864', help: 'largest replication batch POST /v1/audit/ingest takes, counted after gzip decompression (413 above)' },
+  { name: 'GOV_CENTRAL_URL', modes: ['sidecar'], default: '', help: 'the central gateway (http/https base URL): with GOV_KEY set, the sidecar ships its ledger rows there (replication, docs/deployment.md)' },
+  { name: 'GOV_KEY', modes: ['sidecar'], default: '', help: 'the sidecar\'s key on the central gateway (an X-Gov-Token with the audit.ingest capability, tier team or above)' },
+  { name: 'GOV_REPLICATION_BATCH_ROWS', modes: ['sidecar'], default: '500', help: 'rows per shipped batch at most (also at most ~4 MB of rows)' },
+  { name: 'GOV_REPLICATION_DELAY_MS', modes: ['sidecar'], default: '200', help: 'how often the shipper looks for new rows once it has caught up; bounds the replication lag of a healthy fleet' },
+  { name: 'GOV_REPLICATION_RETRY_MAX_MS', modes: ['sidecar'], default: '30000', help: 'longest wait between attempts while the central gateway is unreachable or refuses (backoff doubles from GOV_REPLICATION_DELAY_MS)' },
+  { name: 'GOV_REPLICATION_PRUNE_AFTER', modes: ['sidecar'], default: 'off', help: 'drop the local payload of rows the central store acknowledged once they are this old (e.g. 30m, 12h, 7d); header, chain and cursor stay' },
   ...REDIS_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },
@@ -150,6 +157,31 @@ export interface Settings {
   redis: RedisSettings | null;
   /** Sidecar only; null in the other modes. */
   proxy: ProxySettings | null;
+  /** GOV_INGEST_MAX_BYTES: the ingest endpoint's body limit after decompression (gateway). */
+  ingestMaxBytes: number;
+  /** Sidecar replication to the central gateway; null unless GOV_CENTRAL_URL and GOV_KEY are both set. */
+  replication: ReplicationSettings | null;
+}
+
+export interface ReplicationSettings {
+  centralUrl: string;
+  key: string;
+  batchRows: number;
+  delayMs: number;
+  retryMaxMs: number;
+  /** GOV_REPLICATION_PRUNE_AFTER in ms; null: payloads are kept. */
+  pruneAfterMs: number | null;
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `off` or a number with a unit (ms, s, m, h, d), e.g. 30m or 7d. */
+export function parseDuration(raw: string): number | null {
+  const v = raw.trim().toLowerCase();
+  if (v === 'off' || v === '') return null;
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(v);
+  if (!m) throw new SettingsError(`GOV_REPLICATION_PRUNE_AFTER: "${raw}" is not off or a duration such as 30m, 12h or 7d`);
+  return Number(m[1]) * DURATION_UNITS[m[2]];
 }
 
 export interface ProxySettings {
@@ -231,6 +263,8 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     detector: loadDetectorSettings(get, parse),
     redis: loadRedisSettings(mode, get, parse),
     proxy: mode === 'sidecar' ? loadProxySettings(env, get, parse) : null,
+    ingestMaxBytes: parse('GOV_INGEST_MAX_BYTES', z.coerce.number().int().min(64 * 1024).max(1024 * 1024 * 1024), get('GOV_INGEST_MAX_BYTES') ?? String(64 * 1024 * 1024)),
+    replication: mode === 'sidecar' ? loadReplicationSettings(get, parse) : null,
   };
 
   if (mode === 'gateway' && !settings.authEnabled && !isDev) {
@@ -254,6 +288,24 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   return settings;
 }
 
+
+function loadReplicationSettings(
+  get: (k: string) => string | undefined,
+  parse: <T>(name: string, schema: z.ZodType<T>, raw: string) => T,
+): ReplicationSettings | null {
+  const central = get('GOV_CENTRAL_URL');
+  const key = get('GOV_KEY');
+  if (central === undefined && key === undefined) return null;
+  if (central === undefined || key === undefined) throw new SettingsError('replication needs both GOV_CENTRAL_URL and GOV_KEY (or neither)');
+  return {
+    centralUrl: upstreamUrl('GOV_CENTRAL_URL', central),
+    key,
+    batchRows: parse('GOV_REPLICATION_BATCH_ROWS', z.coerce.number().int().min(1).max(10_000), get('GOV_REPLICATION_BATCH_ROWS') ?? '500'),
+    delayMs: parse('GOV_REPLICATION_DELAY_MS', z.coerce.number().int().min(1).max(3_600_000), get('GOV_REPLICATION_DELAY_MS') ?? '200'),
+    retryMaxMs: parse('GOV_REPLICATION_RETRY_MAX_MS', z.coerce.number().int().min(1).max(3_600_000), get('GOV_REPLICATION_RETRY_MAX_MS') ?? '30000'),
+    pruneAfterMs: parseDuration(get('GOV_REPLICATION_PRUNE_AFTER') ?? 'off'),
+  };
+}
 
 function upstreamUrl(name: string, raw: string): string {
   let u: URL;

@@ -87,3 +87,13 @@ export const ChainVerifyResponse = z.object({
   anchor: z.object({ status: z.enum(['match', 'missing', 'unsigned', 'forged', 'mismatch', 'truncated']), seq: z.number().int().nullable() }).optional(),
 });
 export type ChainVerifyResponse = z.infer<typeof ChainVerifyResponse>;
+
+/** One replicated source chain in a central gateway's store, verified like the gateway's own chain. */
+export const SourceChainVerify = ChainVerifyResponse.omit({ anchor: true }).extend({ source: z.string() });
+
+/**
+ * GET /v1/audit/chain/verify: the top-level fields are this process's own chain; a central gateway adds
+ * `sources`, every chain replicated to it from sidecars (docs/deployment.md, "Replication").
+ */
+export const ChainVerifyReport = ChainVerifyResponse.extend({ sources: z.array(SourceChainVerify).optional() });
+export type ChainVerifyReport = z.infer<typeof ChainVerifyReport>;

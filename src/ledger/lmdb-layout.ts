@@ -11,6 +11,10 @@ export const LMDB_DB_NAMES = {
   agentStats: 'agent_stats',
   kv: 'kv',
   meta: 'meta',
+  /** The central store's replicated source chains (ledger/lmdb-replicas.ts). */
+  replicaRows: 'replica_rows',
+  replicaHeads: 'replica_heads',
+  replicaEnvelopes: 'replica_envelopes',
 } as const;
 
 /**

@@ -9,7 +9,8 @@ import { stitchSegments, type SegmentInfo } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
-import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListPage, type Storage, type StorageOptions } from './port.js';
+import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListPage, type Storage, type StorageOptions, type StoredRow } from './port.js';
+import { LmdbReplicaStore } from './lmdb-replicas.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
 import { HASH_BYTES, readRowLayout } from './row-format.js';
@@ -182,6 +183,8 @@ function observeCommitError(err: unknown): void {
 class LmdbLedger implements Ledger {
   private readonly builder: RowBuilder;
   private committedHead: { seq: number; hash: string | null };
+  /** The last seq acknowledged to its caller: readRows() (replication) reads no further. */
+  private acknowledgedSeq: number;
   private queue: PendingRow[] = [];
   private writing = false;
   /** A flush is pending: at the end of this task (microtask) or of the loop turn (setImmediate). */
@@ -256,6 +259,7 @@ class LmdbLedger implements Ledger {
   ) {
     this.builder = new RowBuilder(head, payloadKey, source);
     this.committedHead = head;
+    this.acknowledgedSeq = head.seq;
     this.envelopeKeys = FreshKeys.of(envelopes as Database<unknown, string>);
     this.postCheckKeys = FreshKeys.of(postChecks as Database<unknown, string>);
   }
@@ -608,6 +612,8 @@ class LmdbLedger implements Ledger {
   }
 
   private acknowledge(batch: PendingRow[]): void {
+    const last = batch[batch.length - 1].built.seq;
+    if (last > this.acknowledgedSeq) this.acknowledgedSeq = last;
     for (const p of batch) {
       if (this.inFlight.get(p.envelopeId) === p) this.inFlight.delete(p.envelopeId);
       if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === p.envelopeId) {
@@ -907,6 +913,16 @@ class LmdbLedger implements Ledger {
     return erased;
   }
 
+  async readRows(afterSeq: number, limit: number): Promise<StoredRow[]> {
+    const out: StoredRow[] = [];
+    const end = this.acknowledgedSeq + 1;
+    if (afterSeq + 1 >= end || limit <= 0) return out;
+    for (const { key, value } of this.rowsRaw.getRange({ start: Math.max(1, afterSeq + 1), end, limit })) {
+      if (isSeqKey(key)) out.push({ seq: key, bytes: Buffer.from(value) });
+    }
+    return out;
+  }
+
   close(): Promise<void> {
     if (!this.closed) {
       this.closing = true;
@@ -1042,10 +1058,12 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       source,
     );
     const kvStore = new LmdbKv(env, kv);
+    const replicas = new LmdbReplicaStore(env, payloadKey);
     let closing: Promise<void> | null = null;
     return {
       ledger,
       kv: kvStore,
+      replicas,
       close() {
         closing ??= (async () => {
           await ledger.close();

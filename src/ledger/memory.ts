@@ -5,10 +5,11 @@ import { verifyChain } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey } from './payload-cipher.js';
-import type { AgentStats, AppendEntry, KvStore, Ledger, ListPage, Storage, StorageOptions } from './port.js';
+import type { AgentStats, AppendEntry, KvStore, Ledger, ListPage, Storage, StorageOptions, StoredRow } from './port.js';
 import { RowBuilder, validateEntry } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
 import { eraseRow, readRowWithPayload } from './row-reader.js';
+import { MemoryReplicaStore } from './memory-replicas.js';
 
 /**
  * The ledger for `:memory:`: the same row bytes, chain, queries and errors as the LMDB adapter, kept
@@ -112,6 +113,11 @@ class MemoryLedger implements Ledger {
     return true;
   }
 
+  async readRows(afterSeq: number, limit: number): Promise<StoredRow[]> {
+    const from = Math.max(0, afterSeq);
+    return this.rows.slice(from, from + Math.max(0, limit)).map((bytes, i) => ({ seq: from + i + 1, bytes: Buffer.from(bytes) }));
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }
@@ -154,6 +160,7 @@ export function openMemoryStorage(opts: StorageOptions = {}): Storage {
   return {
     ledger,
     kv: new MemoryKv(),
+    replicas: new MemoryReplicaStore(opts.encryptionKey),
     close: () => ledger.close(),
   };
 }

@@ -71,7 +71,54 @@ export interface Ledger {
    * progress. Adapters that commit synchronously have no backlog and omit it.
    */
   room?(): Promise<void> | null;
+  /**
+   * Up to `limit` stored rows after seq `afterSeq`, in seq order, as their stored bytes (copies): what a
+   * sidecar ships to the central store (replication/shipper.ts). Only rows already acknowledged to their
+   * callers, so nothing shipped can be lost locally afterwards by a crash the ledger's durability allows.
+   */
+  readRows?(afterSeq: number, limit: number): Promise<StoredRow[]>;
   close(): Promise<void>;
+}
+
+/** One ledger row exactly as its writer chained and stored it (ledger/row-format.ts). */
+export interface StoredRow {
+  seq: number;
+  bytes: Buffer;
+}
+
+/** A source chain's head in the central store; seq 0 and hash null before its first row. */
+export interface SourceHead {
+  seq: number;
+  hash: string | null;
+}
+
+export interface IngestResult {
+  source: string;
+  /** Rows of the batch stored now. */
+  stored: number;
+  /** Rows of the batch the store already held (same seq and hash): a batch re-sent after a lost answer. */
+  duplicates: number;
+  /** The source's head after the batch: the acknowledgement the shipper advances its cursor to. */
+  head: SourceHead;
+}
+
+/** Verification of one source chain in the central store. */
+export type SourceVerifyResult = ChainVerifyResponse & { source: string };
+
+/**
+ * The central store's port for replicated rows: one chain per source, kept exactly as the source chained
+ * it. ingest() verifies a batch before storing any of it (ledger/replica-batch.ts) and throws
+ * IngestRejectedError, storing nothing, when it would break the source's chain; it is idempotent by seq
+ * and envelope id, so a batch sent again stores nothing twice. Batches of one source are applied one at a
+ * time. Adapters: LMDB (ledger/lmdb-replicas.ts), memory (ledger/memory-replicas.ts); PostgreSQL later.
+ */
+export interface ReplicaStore {
+  ingest(source: string, rows: StoredRow[]): Promise<IngestResult>;
+  head(source: string): Promise<SourceHead>;
+  /** Every source chain walked with the same code as Ledger.verify(), in source order. */
+  verify(): Promise<SourceVerifyResult[]>;
+  /** Stored rows of one source after `afterSeq` (tests, tools). */
+  readRows(source: string, afterSeq: number, limit: number): Promise<StoredRow[]>;
 }
 
 /**
@@ -89,6 +136,8 @@ export interface KvStore {
 export interface Storage {
   ledger: Ledger;
   kv: KvStore;
+  /** Rows replicated from sidecars (a central gateway's store); adapters without it cannot be central. */
+  replicas?: ReplicaStore;
   close(): Promise<void>;
 }
 

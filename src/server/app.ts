@@ -5,7 +5,7 @@ import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fa
 import type { Logger } from 'pino';
 import type { Settings } from '../config/settings.js';
 import type { RateLimitRules } from '../config/rate-limits.js';
-import type { Ledger } from '../ledger/port.js';
+import type { Ledger, ReplicaStore } from '../ledger/port.js';
 import type { Governor } from '../runtime/governor.js';
 import type { KillSwitch } from '../runtime/kill-switch.js';
 import type { ManifestRegistry } from '../runtime/manifest-registry.js';
@@ -30,6 +30,7 @@ import { featureRoutes } from './routes/features.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
+import { ingestRoutes } from './routes/ingest.js';
 import { reviewRoutes } from './routes/review.js';
 import { runtimeRoutes } from './routes/runtime.js';
 import { paymentRoutes } from './routes/payments.js';
@@ -39,6 +40,8 @@ export interface AppDeps {
   logger: Logger;
   governor: Governor;
   ledger: Ledger;
+  /** A central gateway's store of replicated source chains: the ingest route and per-source verify. */
+  replicas?: ReplicaStore;
   killSwitch: KillSwitch;
   manifests: ManifestRegistry;
   reviewQueue: ReviewQueue;
@@ -123,6 +126,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(runtimeRoutes(deps));
   await app.register(paymentRoutes(deps));
   await app.register(auditRoutes(deps));
+  const replicas = deps.replicas;
+  if (replicas !== undefined) await app.register(ingestRoutes({ ...deps, replicas }));
   await app.register(agentRoutes(deps));
   await app.register(policyRoutes(deps));
   await app.register(featureRoutes(deps));

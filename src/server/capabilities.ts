@@ -15,6 +15,8 @@ export const CAPABILITIES = {
   'decision.rerun': { min: 'developer', description: 're-run the decision on a stored envelope' },
   'audit.read': { min: 'free', description: 'list and read audit rows' },
   'audit.verify': { min: 'team', description: 'verify the hash chain' },
+  // A sidecar's key: what it ingests lands in the central audit store, so the same bar as verifying it.
+  'audit.ingest': { min: 'team', description: 'ship a sidecar\'s ledger rows to the central store (replication)' },
   'audit.erase': { min: 'team', entitlement: 'erasure', description: 'erase personal data of an execution' },
   'agents.read': { min: 'free', description: 'list agents, read manifests and reliability' },
   'agents.write': { min: 'developer', description: 'register agent manifests' },

@@ -33,6 +33,16 @@ export class GovMetrics {
   /** Remote classifier calls (GOV_DETECTOR_URL) by outcome: ok, flagged, timeout, error, skipped. */
   readonly classifierCalls = new Counter({ name: 'gov_remote_classifier_calls_total', help: 'Remote classifier calls by result (ok, flagged, timeout, error, skipped)', labelNames: ['result'], registers: [this.registry] });
 
+  /** Central gateway: replicated rows taken by POST /v1/audit/ingest (stored, or duplicate of a stored row). */
+  readonly ingestRows = new Counter({ name: 'gov_replication_ingest_rows_total', help: 'Replicated rows received by the ingest endpoint, by result (stored, duplicate)', labelNames: ['result'], registers: [this.registry] });
+  /** Central gateway: batches refused because they would break a source chain (the alarm). */
+  readonly ingestRejected = new Counter({ name: 'gov_replication_ingest_rejected_total', help: 'Replicated batches refused on ingest, by reason (chain_break, gap, conflict, foreign_source, malformed); any is an alarm', labelNames: ['reason'], registers: [this.registry] });
+  /** Sidecar: how far replication to the central store is behind. */
+  readonly replicationLag = new Gauge({ name: 'gov_replication_lag_seconds', help: 'Age of the oldest ledger row not yet acknowledged by the central store (0 when caught up)', registers: [this.registry] });
+  readonly replicationBacklog = new Gauge({ name: 'gov_replication_backlog_rows', help: 'Ledger rows not yet acknowledged by the central store', registers: [this.registry] });
+  readonly replicationShipped = new Counter({ name: 'gov_replication_shipped_rows_total', help: 'Ledger rows acknowledged by the central store', registers: [this.registry] });
+  readonly replicationFailures = new Counter({ name: 'gov_replication_ship_failures_total', help: 'Failed shipping attempts, by reason (unreachable, server_error, rejected, client_error)', labelNames: ['reason'], registers: [this.registry] });
+  readonly replicationPruned = new Counter({ name: 'gov_replication_pruned_rows_total', help: 'Replicated ledger rows whose payload was dropped locally (GOV_REPLICATION_PRUNE_AFTER)', registers: [this.registry] });
   /** Requests whose rate limit could not reach the shared store, by scope and what was done instead. */
   readonly rateLimitStoreDown = new Counter({ name: 'gov_rate_limit_store_unavailable_total', help: 'Rate-limited requests decided without the shared store (Redis down or slow), by scope and behaviour (admit: uncounted; local: counted by this replica alone)', labelNames: ['scope', 'behaviour'], registers: [this.registry] });
   /** Registered by the first setRedisUp() (GOV_REDIS_URL set), so a gateway without Redis shows no such series. */

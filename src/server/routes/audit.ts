@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { AuditListQuery, AuditListResponse, AuditRowWithPayloadView, ChainVerifyResponse } from '../../contracts/audit.js';
+import { AuditListQuery, AuditListResponse, AuditRowWithPayloadView, ChainVerifyReport } from '../../contracts/audit.js';
 import { EnvelopeId } from '../../contracts/common.js';
 import { AppError } from '../app-error.js';
 import { rowForTier, rowWithPayloadForTier } from '../score-view.js';
@@ -26,6 +26,9 @@ export const auditRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app)
 
   app.get('/v1/audit/chain/verify', {
     config: { capability: 'audit.verify' },
-    schema: { tags: ['audit'], summary: 'Verify the hash chain', response: { 200: ChainVerifyResponse } },
-  }, async () => deps.ledger.verify());
+    schema: { tags: ['audit'], summary: 'Verify the hash chain (and, on a central gateway, every replicated source chain)', response: { 200: ChainVerifyReport } },
+  }, async () => {
+    const [own, sources] = await Promise.all([deps.ledger.verify(), deps.replicas?.verify()]);
+    return sources === undefined ? own : { ...own, sources };
+  });
 };

@@ -1,0 +1,219 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { gzip as gzipCallback } from 'node:zlib';
+import type { Logger } from 'pino';
+import { Pool } from 'undici';
+import type { ReplicationSettings } from '../config/settings.js';
+import { IngestRejection, IngestResponse, type IngestRequest } from '../contracts/replication.js';
+import type { KvStore, Ledger, StoredRow } from '../ledger/port.js';
+import { readAuditRow } from '../ledger/row-reader.js';
+import type { GovMetrics } from '../telemetry/metrics.js';
+
+const gzip = promisify(gzipCallback);
+
+/** kv namespace and keys of the shipper's durable state in the sidecar's own store. */
+export const REPLICATION_NS = 'replication';
+const CURSOR_KEY = 'cursor';
+const PRUNED_KEY = 'pruned';
+
+/**
+ * Rows of one batch stop at about this many stored bytes (at least one row is always sent), so a batch of
+ * large rows stays far below the central gateway's GOV_INGEST_MAX_BYTES once base64-encoded.
+ */
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+/** Rows read per page while pruning. */
+const PRUNE_PAGE_ROWS = 500;
+const REQUEST_TIMEOUT_MS = 30_000;
+
+type FailureReason = 'unreachable' | 'server_error' | 'rejected' | 'client_error';
+
+class ShipFailure extends Error {
+  constructor(
+    readonly reason: FailureReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface ShipperOptions {
+  ledger: Ledger;
+  kv: KvStore;
+  source: string;
+  settings: ReplicationSettings;
+  metrics: GovMetrics;
+  logger: Logger;
+  clock?: () => Date;
+}
+
+/**
+ * Ships the sidecar's ledger rows to the central gateway (POST /v1/audit/ingest), at least once and in seq
+ * order. The cursor, the last seq the central store acknowledged, is kept in the sidecar's own kv store and
+ * moved only after the acknowledgement, so a restart (or SIGKILL) resumes at the first row not
+ * acknowledged; a batch that was stored but whose answer was lost is sent again and the central store
+ * counts it as duplicates. Nothing is ever dropped: while the central gateway is down or refuses, the
+ * shipper retries with backoff and the rows wait in the local ledger (its backlog and lag are metrics).
+ *
+ * With GOV_REPLICATION_PRUNE_AFTER, rows at or below the cursor and older than that lose their local payload
+ * (Ledger.erasePayload: header, chain and cursor stay, so local verify still passes).
+ */
+export class ReplicationShipper {
+  private readonly pool: Pool;
+  private readonly ingestPath: string;
+  private readonly abort = new AbortController();
+  private running: Promise<void> | null = null;
+  private cursor = 0;
+  private pruned = 0;
+  private failures = 0;
+  private readonly clock: () => Date;
+
+  constructor(private readonly opts: ShipperOptions) {
+    const url = new URL(opts.settings.centralUrl);
+    this.pool = new Pool(url.origin, { connections: 1, keepAliveTimeout: 10_000 });
+    this.ingestPath = `${url.pathname.replace(/\/+$/, '')}/v1/audit/ingest`;
+    this.clock = opts.clock ?? (() => new Date());
+    if (opts.ledger.readRows === undefined) throw new Error('replication needs a ledger adapter that can read its stored rows');
+  }
+
+  /** The last seq the central store acknowledged (as loaded or last advanced). */
+  get acknowledgedSeq(): number {
+    return this.cursor;
+  }
+
+  start(): void {
+    this.running ??= this.run().catch((e: unknown) => {
+      if (!this.abort.signal.aborted) this.opts.logger.error({ err: { message: (e as Error).message } }, 'replication stopped');
+    });
+  }
+
+  /** Stops shipping: an attempt in flight is abandoned unacknowledged (it is sent again after a restart). */
+  async close(): Promise<void> {
+    this.abort.abort();
+    await this.running;
+    await this.pool.close();
+  }
+
+  private async run(): Promise<void> {
+    const { kv, settings, logger } = this.opts;
+    this.cursor = (await kv.get<{ seq: number }>(REPLICATION_NS, CURSOR_KEY))?.seq ?? 0;
+    this.pruned = (await kv.get<{ seq: number }>(REPLICATION_NS, PRUNED_KEY))?.seq ?? 0;
+    logger.info({ central: new URL(settings.centralUrl).origin, acknowledged_seq: this.cursor }, 'replication to the central gateway started');
+    while (!this.abort.signal.aborted) {
+      let wait = settings.delayMs;
+      try {
+        const shipped = await this.shipBatch();
+        if (this.failures > 0) logger.info({ acknowledged_seq: this.cursor }, 'replication resumed');
+        this.failures = 0;
+        if (shipped > 0) wait = 0;
+        else await this.prune();
+      } catch (e) {
+        if (this.abort.signal.aborted) break;
+        this.failures++;
+        const reason = e instanceof ShipFailure ? e.reason : 'unreachable';
+        this.opts.metrics.replicationFailures.inc({ reason });
+        wait = Math.min(settings.retryMaxMs, settings.delayMs * 2 ** Math.min(this.failures, 20));
+        const fields = { reason, attempt: this.failures, retry_in_ms: wait, acknowledged_seq: this.cursor, err: { message: (e as Error).message } };
+        if (reason === 'rejected') logger.error(fields, 'the central gateway refused a replicated batch; rows stay local and are retried');
+        else logger.warn(fields, 'replication attempt failed; rows stay local and are retried');
+      }
+      await this.updateGauges().catch(() => undefined);
+      if (wait > 0) await sleep(wait, undefined, { signal: this.abort.signal }).catch(() => undefined);
+    }
+  }
+
+  /** Sends the rows after the cursor (one batch); returns how many the central store acknowledged. */
+  private async shipBatch(): Promise<number> {
+    const rows = await this.opts.ledger.readRows!(this.cursor, this.opts.settings.batchRows);
+    let bytes = 0;
+    let n = 0;
+    while (n < rows.length && (n === 0 || bytes + rows[n].bytes.length <= MAX_BATCH_BYTES)) bytes += rows[n++].bytes.length;
+    const batch = rows.slice(0, n);
+    if (batch.length === 0) return 0;
+    const last = batch[batch.length - 1].seq;
+    const answer = await this.post(batch);
+    if (answer.head.seq < last) throw new ShipFailure('server_error', `the central gateway acknowledged seq ${answer.head.seq}, not ${last}`);
+    await this.advance(last);
+    this.opts.metrics.replicationShipped.inc(answer.stored);
+    return batch.length;
+  }
+
+  private async advance(seq: number): Promise<void> {
+    await this.opts.kv.put(REPLICATION_NS, CURSOR_KEY, { seq });
+    this.cursor = seq;
+  }
+
+  private async post(rows: StoredRow[]): Promise<IngestResponse> {
+    const request: IngestRequest = { source: this.opts.source, rows: rows.map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) };
+    const body = await gzip(Buffer.from(JSON.stringify(request)));
+    let res;
+    try {
+      res = await this.pool.request({
+        method: 'POST',
+        path: this.ingestPath,
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-gov-token': this.opts.settings.key },
+        body,
+        signal: AbortSignal.any([this.abort.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]),
+      });
+    } catch (e) {
+      throw new ShipFailure('unreachable', `cannot reach the central gateway: ${(e as Error).message}`);
+    }
+    const text = await res.body.text().catch(() => '');
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    if (res.statusCode === 200) {
+      const ok = IngestResponse.safeParse(json);
+      if (!ok.success) throw new ShipFailure('server_error', 'the central gateway answered 200 without an ingest acknowledgement');
+      return ok.data;
+    }
+    if (res.statusCode >= 500) throw new ShipFailure('server_error', `the central gateway answered ${res.statusCode}`);
+    const rejection = IngestRejection.safeParse((json as { error?: { details?: unknown } } | undefined)?.error?.details);
+    if (res.statusCode === 409 && rejection.success) {
+      const r = rejection.data;
+      // The central store holds less of this chain than the cursor says (restored from a backup, or a new
+      // central store): go back to its head and ship from there; every row is still in the local ledger.
+      if (r.reason === 'gap' && r.head.seq < this.cursor) {
+        this.opts.logger.warn({ acknowledged_seq: this.cursor, central_head_seq: r.head.seq }, 'the central gateway holds fewer rows of this source than it acknowledged; shipping again from its head');
+        await this.advance(r.head.seq);
+        throw new ShipFailure('rejected', 'rewound to the central head');
+      }
+      throw new ShipFailure('rejected', `refused (${r.reason}) at seq ${r.first_bad_seq}: ${(json as { error: { message: string } }).error.message}`);
+    }
+    throw new ShipFailure(res.statusCode === 409 || res.statusCode === 422 ? 'rejected' : 'client_error', `the central gateway answered ${res.statusCode}`);
+  }
+
+  /** Drops the local payload of acknowledged rows older than GOV_REPLICATION_PRUNE_AFTER. */
+  private async prune(): Promise<void> {
+    const after = this.opts.settings.pruneAfterMs;
+    const erase = this.opts.ledger.erasePayload?.bind(this.opts.ledger);
+    if (after === null || erase === undefined) return;
+    const cutoff = this.clock().getTime() - after;
+    while (this.pruned < this.cursor && !this.abort.signal.aborted) {
+      const rows = await this.opts.ledger.readRows!(this.pruned, Math.min(PRUNE_PAGE_ROWS, this.cursor - this.pruned));
+      if (rows.length === 0) return;
+      let done = this.pruned;
+      for (const r of rows) {
+        const row = readAuditRow(r.bytes, r.seq);
+        // Rows are appended in time order (nearly: concurrent calls), so the first young row ends the pass.
+        if (Date.parse(row.timestamp) > cutoff) break;
+        await erase(row.envelope_id);
+        this.opts.metrics.replicationPruned.inc();
+        done = r.seq;
+      }
+      if (done === this.pruned) return;
+      await this.opts.kv.put(REPLICATION_NS, PRUNED_KEY, { seq: done });
+      this.pruned = done;
+    }
+  }
+
+  private async updateGauges(): Promise<void> {
+    const head = await this.opts.ledger.head();
+    this.opts.metrics.replicationBacklog.set(Math.max(0, head.seq - this.cursor));
+    const next = await this.opts.ledger.readRows!(this.cursor, 1);
+    const lagMs = next.length === 0 ? 0 : this.clock().getTime() - Date.parse(readAuditRow(next[0].bytes, next[0].seq).timestamp);
+    this.opts.metrics.replicationLag.set(Math.max(0, lagMs) / 1000);
+  }
+}

@@ -1,0 +1,172 @@
+// A real `gov gateway` (the central store, LMDB) and `gov sidecar` processes replicating to it, for the
+// replication tests (issue 14).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import type { Test } from 'tap';
+import { SETTING_DOCS } from '../../src/config/settings.js';
+import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { readAuditRow } from '../../src/ledger/row-reader.js';
+import { CLI, freePort, startGovProcess, type GovProcess } from './gov-process.js';
+import { workedExample } from './gateway.js';
+
+export const SIDECAR_KEY = 'sidecar-ingest-key-0123456789abcdef';
+export const SOURCE = 'sidecar@replication-test';
+export const EMBED_TOKEN = 'embedded-token-0123456789abcdef';
+
+export function cleanEnv(): NodeJS.ProcessEnv {
+  const base: NodeJS.ProcessEnv = { ...process.env };
+  for (const d of SETTING_DOCS) delete base[d.name];
+  for (const k of Object.keys(base)) if (k.startsWith('GOV_')) delete base[k];
+  return base;
+}
+
+/** Polls `check` until it returns a value that is not undefined, or fails naming `what` at the deadline. */
+export async function until<T>(what: string, check: () => Promise<T | undefined>, deadlineMs = 30_000): Promise<T> {
+  const end = Date.now() + deadlineMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export async function startCentral(dir: string, port: number): Promise<GovProcess> {
+  return startGovProcess('gateway', {
+    ...cleanEnv(),
+    GOV_ENV: 'test',
+    AUTH_ENABLED: 'true',
+    GOV_API_KEYS: `${SIDECAR_KEY}:team`,
+    GOV_PORT: String(port),
+    GOV_DB_PATH: join(dir, 'central'),
+    GOV_SOURCE_ID: 'gateway@central',
+    GOV_POLICY_WATCH: 'false',
+    GOV_LOG_LEVEL: 'warn',
+  });
+}
+
+export interface SidecarProcess {
+  child: ChildProcess;
+  apiUrl: string;
+  out: () => string;
+  exited: Promise<unknown>;
+}
+
+export async function startSidecar(dir: string, centralUrl: string, extra: Record<string, string> = {}): Promise<SidecarProcess> {
+  const apiPort = await freePort();
+  const proxyPort = await freePort();
+  const child = spawn(process.execPath, [CLI, 'sidecar'], {
+    env: {
+      ...cleanEnv(),
+      GOV_ENV: 'test',
+      GOV_EMBED_PORT: String(apiPort),
+      GOV_PROXY_PORT: String(proxyPort),
+      GOV_EMBED_DB: join(dir, 'sidecar'),
+      GOV_EMBED_TOKEN: EMBED_TOKEN,
+      GOV_SOURCE_ID: SOURCE,
+      GOV_CENTRAL_URL: centralUrl,
+      GOV_KEY: SIDECAR_KEY,
+      GOV_REPLICATION_DELAY_MS: '20',
+      GOV_REPLICATION_RETRY_MAX_MS: '200',
+      GOV_POLICY_WATCH: 'false',
+      GOV_LOG_LEVEL: 'info',
+      ...extra,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-200_000)));
+  child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-200_000)));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  await until('the sidecar to listen', async () => (/gov sidecar proxy listening on/.test(out) ? true : undefined), 15_000).catch((e: Error) => {
+    child.kill('SIGKILL');
+    throw new Error(`${e.message}; output: ${out.slice(-2000)}`);
+  });
+  return { child, apiUrl: `http://127.0.0.1:${apiPort}`, out: () => out, exited };
+}
+
+export async function kill(p: { child: ChildProcess; exited: Promise<unknown> }): Promise<void> {
+  if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  await p.exited;
+}
+
+/** `n` governed calls through the sidecar's API: `n` ledger rows. */
+export async function govern(sidecar: SidecarProcess, n: number, parallel = 8): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: parallel }, async () => {
+    while (next < n) {
+      next++;
+      const res = await fetch(`${sidecar.apiUrl}/v1/runtime/validate`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${EMBED_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(workedExample()),
+      });
+      if (res.status !== 200) throw new Error(`validate answered ${res.status}: ${await res.text()}`);
+      await res.arrayBuffer();
+    }
+  }));
+}
+
+export async function centralVerify(url: string): Promise<{ valid: boolean; sources?: Array<{ source: string; valid: boolean; rows_checked: number; head_hash: string | null }> }> {
+  const res = await fetch(`${url}/v1/audit/chain/verify`, { headers: { 'x-gov-token': SIDECAR_KEY } });
+  if (res.status !== 200) throw new Error(`central verify answered ${res.status}`);
+  return (await res.json()) as never;
+}
+
+export async function centralRows(url: string): Promise<number> {
+  const v = await centralVerify(url);
+  return v.sources?.find((s) => s.source === SOURCE)?.rows_checked ?? 0;
+}
+
+/** Rows in the sidecar's own ledger (its policy rows at start-up included). */
+export async function localRows(sidecar: SidecarProcess): Promise<number> {
+  const res = await fetch(`${sidecar.apiUrl}/v1/audit/chain/verify`, { headers: { authorization: `Bearer ${EMBED_TOKEN}` } });
+  const v = (await res.json()) as { valid: boolean; rows_checked: number };
+  if (!v.valid) throw new Error('the sidecar ledger does not verify');
+  return v.rows_checked;
+}
+
+/** Waits until the central store holds exactly the sidecar's rows; returns their count. */
+export async function caughtUp(sidecar: SidecarProcess, centralUrl: string, atLeast: number, deadlineMs = 30_000): Promise<number> {
+  return until(`the central store to hold the sidecar's ${atLeast}+ rows`, async () => {
+    const [local, central] = [await localRows(sidecar), await centralRows(centralUrl)];
+    return local >= atLeast && central === local ? central : undefined;
+  }, deadlineMs);
+}
+
+export async function sidecarMetric(sidecar: SidecarProcess, name: string): Promise<number> {
+  const res = await fetch(`${sidecar.apiUrl}/metrics`, { headers: { authorization: `Bearer ${EMBED_TOKEN}` } });
+  const text = await res.text();
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+
+/**
+ * Both stores once their processes are stopped: the sidecar's ledger and the central store's replicated
+ * chain hold the same rows (seq, hash, envelope id) exactly once, and both verify.
+ */
+export async function compareStores(t: Test, dir: string): Promise<void> {
+  const local = await openLmdbStorage(join(dir, 'sidecar'), { source: SOURCE });
+  const central = await openLmdbStorage(join(dir, 'central'), { source: 'gateway@central' });
+  try {
+    const localVerify = await local.ledger.verify();
+    t.equal(localVerify.valid, true, 'the sidecar ledger verifies');
+    const [sourceVerify] = await central.replicas!.verify();
+    t.match(sourceVerify, { source: SOURCE, valid: true, rows_checked: localVerify.rows_checked, head_hash: localVerify.head_hash }, 'the central chain of the source verifies and ends at the sidecar head');
+    const localRows = await local.ledger.readRows!(0, 1_000_000);
+    const centralRows = await central.replicas!.readRows(SOURCE, 0, 1_000_000);
+    t.equal(centralRows.length, localRows.length, 'as many rows centrally as locally');
+    const ids = centralRows.map((r) => readAuditRow(r.bytes).envelope_id);
+    t.equal(new Set(ids).size, ids.length, 'no envelope twice');
+    t.same(centralRows.map((r) => readAuditRow(r.bytes).hash), localRows.map((r) => readAuditRow(r.bytes).hash), 'the same rows in the same order');
+  } finally {
+    await local.close();
+    await central.close();
+  }
+}
+

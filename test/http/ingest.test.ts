@@ -1,0 +1,88 @@
+import { gzipSync } from 'node:zlib';
+import t from 'tap';
+import { IngestResponse } from '../../src/contracts/replication.js';
+import { openMemoryStorage } from '../../src/ledger/memory.js';
+import type { StoredRow } from '../../src/ledger/port.js';
+import { readRowLayout } from '../../src/ledger/row-format.js';
+import { startGateway } from '../helpers/gateway.js';
+import { entry } from '../ledger/fixtures/ledger-suite.js';
+
+const KEYS = 'sidecar-key-0123456789:team,reader-key-0123456789:developer';
+
+async function sidecarRows(source: string, n: number): Promise<StoredRow[]> {
+  const s = openMemoryStorage({ source });
+  for (let i = 0; i < n; i++) await s.ledger.append(entry());
+  const rows = await s.ledger.readRows!(0, n);
+  await s.close();
+  return rows;
+}
+
+const body = (source: string, rows: StoredRow[]) => ({ source, rows: rows.map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) });
+
+t.test('POST /v1/audit/ingest: gzip batches, idempotent, verified, authenticated', async (t) => {
+  const gw = await startGateway({ mode: 'gateway', env: { AUTH_ENABLED: 'true', GOV_API_KEYS: KEYS, GOV_INGEST_MAX_BYTES: String(256 * 1024) }, govToken: 'sidecar-key-0123456789' });
+  t.teardown(() => gw.close());
+  const rows = await sidecarRows('sidecar@pod-1', 12);
+  const gz = (v: unknown) => gzipSync(Buffer.from(JSON.stringify(v)));
+  const post = (payload: Buffer | unknown, opts: { token?: string | null; gzip?: boolean; encoding?: string } = {}) =>
+    gw.request('POST', '/v1/audit/ingest', {
+      rawBody: opts.gzip === false ? JSON.stringify(payload) : (Buffer.isBuffer(payload) ? payload : gz(payload)),
+      contentType: 'application/json',
+      headers: opts.gzip === false ? {} : { 'content-encoding': opts.encoding ?? 'gzip' },
+      ...(opts.token !== undefined ? { token: opts.token } : {}),
+    });
+
+  t.equal((await post(body('sidecar@pod-1', rows.slice(0, 5)), { token: null })).status, 401);
+  const low = await post(body('sidecar@pod-1', rows.slice(0, 5)), { token: 'reader-key-0123456789' });
+  t.equal(low.status, 403, 'a developer-tier key cannot ingest');
+
+  const first = await post(body('sidecar@pod-1', rows.slice(0, 5)));
+  t.equal(first.status, 200, first.text);
+  IngestResponse.parse(first.body);
+  t.same([first.body.stored, first.body.duplicates, first.body.head.seq], [5, 0, 5]);
+  const resent = await post(body('sidecar@pod-1', rows.slice(0, 5)));
+  t.same(resent.body, { ...first.body, stored: 0, duplicates: 5 }, 'a re-sent batch stores nothing twice and acknowledges the same head');
+  const plain = await post(body('sidecar@pod-1', rows.slice(5, 8)), { gzip: false });
+  t.equal(plain.status, 200, 'an uncompressed body is taken too');
+
+  // A tampered batch: refused whole with 409 naming the first bad seq, alarmed, nothing stored.
+  const tampered = rows.slice(8, 12).map((r) => ({ seq: r.seq, bytes: Buffer.from(r.bytes) }));
+  const ten = tampered[1].bytes;
+  ten[readRowLayout(ten)!.headerStart + 12] ^= 0x01;
+  const refused = await post(body('sidecar@pod-1', tampered));
+  t.equal(refused.status, 409);
+  t.equal(refused.body.error.code, 'conflict');
+  t.match(refused.body.error.details, { source: 'sidecar@pod-1', reason: 'chain_break', first_bad_seq: 10, head: { seq: 8 } });
+  t.ok(gw.logs.some((l) => l.includes('replicated batch refused') && l.includes('"first_bad_seq":10')), 'the refusal is logged');
+  const gap = await post(body('sidecar@pod-1', rows.slice(9, 12)));
+  t.match(gap.body.error.details, { reason: 'gap', first_bad_seq: 9 });
+
+  const rest = await post(body('sidecar@pod-1', rows.slice(8, 12)));
+  t.equal(rest.body.head.seq, 12);
+
+  // Bad input is a 4xx JSON error, never a 500.
+  t.equal((await post(Buffer.from('not gzip at all'))).status, 400);
+  t.equal((await post(body('sidecar@pod-1', rows.slice(0, 1)), { encoding: 'br' })).status, 415);
+  t.equal((await post({ source: 'bad source!', rows: [] })).status, 422);
+  t.equal((await post({ source: 's', rows: [{ seq: 1, row: 'AAAA' }] })).status, 422, 'bytes that are not a ledger row');
+  const bomb = gzipSync(Buffer.alloc(4 * 1024 * 1024, 0x20));
+  t.ok(bomb.length < 256 * 1024);
+  t.equal((await post(bomb)).status, 413, 'the limit counts decompressed bytes');
+
+  const metrics = await gw.request('GET', '/metrics');
+  t.match(metrics.text, /gov_replication_ingest_rows_total\{result="stored"\} 12/);
+  t.match(metrics.text, /gov_replication_ingest_rows_total\{result="duplicate"\} 5/);
+  t.match(metrics.text, /gov_replication_ingest_rejected_total\{reason="chain_break"\} 1/);
+
+  const verify = await gw.request('GET', '/v1/audit/chain/verify');
+  t.equal(verify.status, 200);
+  t.match(verify.body, { valid: true, sources: [{ source: 'sidecar@pod-1', valid: true, rows_checked: 12, first_invalid_seq: null, head_hash: rest.body.head.hash }] });
+});
+
+t.test('the ingest route exists on the gateway only', async (t) => {
+  const gw = await startGateway({ mode: 'embedded' });
+  t.teardown(() => gw.close());
+  const res = await gw.request('POST', '/v1/audit/ingest', { body: body('x', await sidecarRows('x', 1)) });
+  t.equal(res.status, 404);
+  t.notOk('sources' in (await gw.request('GET', '/v1/audit/chain/verify')).body);
+});
