@@ -27,5 +27,5 @@ export const auditRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app)
   app.get('/v1/audit/chain/verify', {
     config: { capability: 'audit.verify' },
     schema: { tags: ['audit'], summary: 'Verify the hash chain', response: { 200: ChainVerifyResponse } },
-  }, async () => deps.ledger.verify());
+  }, async () => deps.ledger.verify({ bySource: true }));
 };
