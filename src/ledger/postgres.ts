@@ -48,6 +48,15 @@ const AGENT_PAGE = 512;
 const MIN_TIMESTAMP_MS = Date.parse('0001-01-01T00:00:00Z');
 const MAX_TIMESTAMP_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
+/**
+ * Whether PostgreSQL's text type can hold `s` as it is: no NUL, and no lone surrogate (the driver would
+ * send U+FFFD in its place, so a column would differ from the hashed header, which JSON escapes it in).
+ */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+function storable(s: string | null | undefined): boolean {
+  return typeof s !== 'string' || !UNSTORABLE.test(s);
+}
+
 /** A row appended but not yet acknowledged. */
 interface PendingRow {
   entry: AppendEntry;
@@ -155,6 +164,10 @@ class PostgresLedger implements Ledger {
       validateEntry(entry);
       tsMs = Date.parse(entry.timestamp);
       if (tsMs < MIN_TIMESTAMP_MS || tsMs > MAX_TIMESTAMP_MS) throw new LedgerInputError('timestamp must lie in the years 0001 to 9999');
+      // The header holds any string (JSON escapes it); the indexed columns must hold the same one.
+      if (!storable(entry.envelope_id) || !storable(entry.agent_id) || !storable(entry.parent_envelope_id)) {
+        throw new LedgerInputError('envelope_id, agent_id and parent_envelope_id must not contain NUL or lone surrogates');
+      }
       const id = entry.envelope_id;
       if (this.inFlight.has(id)) throw new LedgerConflictError('duplicate_envelope_id', `envelope ${id} is already in the ledger`, id);
       const parent = entry.phase === 'post_check' ? entry.parent_envelope_id : null;
@@ -432,6 +445,7 @@ class PostgresLedger implements Ledger {
   }
 
   async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
+    if (!storable(envelopeId)) return null;
     if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
     const res = await this.pool.query<{ seq: string; row_bytes: Buffer }>({
       name: 'gov_get_row',
@@ -451,6 +465,8 @@ class PostgresLedger implements Ledger {
    */
   async list(query: AuditListQuery): Promise<ListPage> {
     const plan = planList(query, Number.MAX_SAFE_INTEGER - 1);
+    // A value no row can hold matches none (and PostgreSQL would refuse it as a parameter).
+    if (!storable(plan.agentId) || !storable(plan.source)) return { items: [], next_cursor: null };
     const where: string[] = [];
     const values: unknown[] = [];
     const add = (sql: string, v: unknown) => {
@@ -477,6 +493,7 @@ class PostgresLedger implements Ledger {
   async postCheckOf(preCheckEnvelopeId: string): Promise<string | null> {
     const pending = this.inFlightPostChecks.get(preCheckEnvelopeId);
     if (pending !== undefined) return pending;
+    if (!storable(preCheckEnvelopeId)) return null;
     const res = await this.pool.query<{ envelope_id: string }>({
       name: 'gov_post_check_of',
       text: `SELECT envelope_id FROM gov_audit_rows WHERE phase = 'post_check' AND parent_envelope_id = $1`,
@@ -502,6 +519,7 @@ class PostgresLedger implements Ledger {
   }
 
   async agentStats(agentId: string): Promise<AgentStats> {
+    if (!storable(agentId)) return emptyStats();
     const res = await this.pool.query<{ stats: StoredStats | null; head_seq: string | null }>({
       name: 'gov_agent_stats',
       text: STATS_SQL,
@@ -512,7 +530,8 @@ class PostgresLedger implements Ledger {
   }
 
   async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
-    let cursor = after ?? null;
+    // A cursor PostgreSQL cannot take as text: from its well-formed part, which orders the same up to there.
+    let cursor = after === undefined ? null : storable(after) ? after : after.replace(new RegExp(UNSTORABLE.source, 'g'), '');
     for (;;) {
       const res = await this.pool.query<StoredStats & { agent_id: string; head_seq: string | null }>({
         name: 'gov_agents_page',
@@ -619,6 +638,7 @@ class PostgresLedger implements Ledger {
    */
   async erasePayload(envelopeId: string): Promise<boolean> {
     if (this.closing) throw new LedgerUnavailableError('ledger is closed');
+    if (!storable(envelopeId)) return false;
     if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
     const res = await this.pool.query<{ erased: boolean }>('SELECT gov_erase_payload($1) AS erased', [envelopeId]);
     return res.rows[0].erased;
@@ -710,6 +730,7 @@ class PostgresKv implements KvStore {
   }
 
   async get<T = unknown>(ns: string, key: string): Promise<T | undefined> {
+    if (!storable(ns) || !storable(key)) return undefined;
     const p = this.pending.get(PostgresKv.id(ns, key));
     let json: string | undefined;
     if (p) json = p.json;
@@ -722,6 +743,7 @@ class PostgresKv implements KvStore {
 
   async put(ns: string, key: string, value: unknown): Promise<void> {
     checkKvKey(ns, key);
+    if (!storable(ns) || !storable(key)) throw new TypeError('kv namespace and key must not contain lone surrogates');
     const json = value === undefined ? undefined : JSON.stringify(value);
     const id = PostgresKv.id(ns, key);
     const entry = { ns, key, json };
@@ -740,6 +762,7 @@ class PostgresKv implements KvStore {
   }
 
   async entries<T = unknown>(ns: string): Promise<Array<[string, T]>> {
+    if (!storable(ns)) return [];
     const merged = new Map<string, string | undefined>();
     const res = await this.pool.query<{ key: string; value: string }>({ name: 'gov_kv_entries', text: 'SELECT key, value FROM gov_kv WHERE ns = $1', values: [ns] });
     for (const r of res.rows) merged.set(r.key, r.value);

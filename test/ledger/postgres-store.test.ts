@@ -2,7 +2,7 @@
 // one chain per source, writers of one source serialized, the append-only table, tampering found by verify.
 import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
-import { LedgerConflictError } from '../../src/ledger/errors.js';
+import { LedgerConflictError, LedgerInputError } from '../../src/ledger/errors.js';
 import { openPostgresStorage } from '../../src/ledger/postgres.js';
 import type { Storage } from '../../src/ledger/port.js';
 import { createTestDatabase, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
@@ -190,6 +190,28 @@ if (await requirePostgres()) {
     const asApp = { ...db, url: url.toString() };
     await t.rejects(sqlOn(asApp, `UPDATE gov_audit_rows SET agent_id = 'x'`), /permission denied/);
     await t.rejects(sqlOn(asApp, `ALTER TABLE gov_audit_rows DISABLE TRIGGER gov_audit_rows_append_only`), /must be owner/);
+  });
+
+  t.test('strings PostgreSQL text cannot hold: refused on append, found nowhere on read (never a statement error)', async (t) => {
+    const db = await createTestDatabase();
+    const s = await store(t, db, 'gateway@a');
+    for (const bad of ['nul\u0000id', 'lone\ud800', 'lone\udc00x']) {
+      await t.rejects(s.ledger.append(entry({ agent_id: bad })), LedgerInputError, JSON.stringify(bad));
+      await t.rejects(s.ledger.append(entry({ phase: 'post_check', parent_envelope_id: bad })), LedgerInputError);
+      t.equal(await s.ledger.get(bad), null);
+      t.equal(await s.ledger.postCheckOf(bad), null);
+      t.same(await s.ledger.agentStats(bad), { executions: 0, outcomes: {}, last_activity: null });
+      t.same(await s.ledger.list({ limit: 5, agent_id: bad }), { items: [], next_cursor: null });
+      t.equal(await s.ledger.erasePayload!(bad), false);
+      t.equal(await s.kv.get('ns', bad), undefined);
+      t.same(await s.kv.entries(bad), []);
+    }
+    const ok = await s.ledger.append(entry({ agent_id: 'emoji-😀', payload: { text: 'a lone \ud800 in a payload is escaped', nul: 'x\u0000y' } }));
+    t.equal(ok.seq, 1, 'the refused entries took no seq');
+    t.same((await s.ledger.get(ok.envelope_id))!.payload, { text: 'a lone \ud800 in a payload is escaped', nul: 'x\u0000y' });
+    await s.kv.put('ns', 'k', { v: 'x\u0000\ud800' });
+    t.same(await s.kv.get('ns', 'k'), { v: 'x\u0000\ud800' });
+    t.equal((await s.ledger.verify()).valid, true);
   });
 
   t.test('a store written with an encryption key opens only with that key', async (t) => {
