@@ -120,9 +120,11 @@ class PostgresLedger implements Ledger {
   private readonly settleWaiters = new Map<string, Array<() => void>>();
   /** pre-check envelope id → post_check envelope id of rows not yet settled. */
   private readonly inFlightPostChecks = new Map<string, string>();
-  /** Unsettled rows that count as an agent's activity, by agent id (agentStats adds them). */
-  private readonly pendingByAgent = new Map<string, Set<PendingRow>>();
+  /** This process's activity rows that reads of the stored counters may not see yet (agentStats adds them). */
+  private readonly unsettled = new UnsettledActivity();
   private readonly verifying = new Set<Promise<unknown>>();
+  /** Stats reads on the way, by agent id: calls for the same agent share one (agentStats). */
+  private readonly statsReads = new Map<string, Promise<{ stats: StoredStats | null; headSeq: number }>>();
   private readonly flushNow = () => {
     this.scheduled = false;
     this.flush();
@@ -197,11 +199,7 @@ class PostgresLedger implements Ledger {
     };
     this.inFlight.set(entry.envelope_id, p);
     if (p.postCheckParent !== null) this.inFlightPostChecks.set(p.postCheckParent, entry.envelope_id);
-    if (p.activity) {
-      let set = this.pendingByAgent.get(entry.agent_id);
-      if (!set) this.pendingByAgent.set(entry.agent_id, (set = new Set()));
-      set.add(p);
-    }
+    if (p.activity) this.unsettled.add(p);
     this.queue.push(p);
     // Appends made in this task join one batch; later ones queue behind the batch being written.
     if (!this.writing && !this.scheduled) {
@@ -376,24 +374,19 @@ class PostgresLedger implements Ledger {
     const id = p.entry.envelope_id;
     if (this.inFlight.get(id) === p) this.inFlight.delete(id);
     if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === id) this.inFlightPostChecks.delete(p.postCheckParent);
-    if (p.activity) {
-      const set = this.pendingByAgent.get(p.entry.agent_id);
-      if (set) {
-        set.delete(p);
-        if (set.size === 0) this.pendingByAgent.delete(p.entry.agent_id);
-      }
-    }
     if (this.settleWaiters.size > 0) this.settle(id);
   }
 
   private settleOne(p: PendingRow, err: unknown): void {
     this.forget(p);
+    if (p.activity) this.unsettled.drop(p);
     p.reject(err);
   }
 
   private acknowledge(rows: PendingRow[]): void {
     const last = rows[rows.length - 1].built;
     this.committedHead = { seq: last.seq, hash: last.row.hash };
+    this.unsettled.committed(rows);
     for (const p of rows) {
       this.forget(p);
       p.resolve(p.built.row);
@@ -503,63 +496,70 @@ class PostgresLedger implements Ledger {
   }
 
   /**
-   * The agent's unsettled rows that the database did not hold when it answered: it answered with this
-   * source's head in the same snapshot, and this process's rows above that seq are not stored yet. (Rows
-   * of a batch that committed while its answer is on the way are below it, so nothing counts twice.)
+   * The gateway reads an agent's stats on every validate. Calls for one agent that arrive while a read of it
+   * is on the way share that read: what it cannot have seen of this process's rows, UnsettledActivity adds,
+   * so a shared read misses only other replicas' rows committed meanwhile (a few milliseconds' worth). Under
+   * load that is one read per agent at a time instead of one per call.
    */
-  private pendingSince(agentId: string, headSeq: number, into: AgentStats): AgentStats {
-    const set = this.pendingByAgent.get(agentId);
-    if (!set) return into;
-    for (const p of set) {
-      if (p.built.seq <= headSeq) continue;
-      if (p.execution) addExecution(into, p.entry.decision);
-      touch(into, p.entry.timestamp);
-    }
-    return into;
-  }
-
   async agentStats(agentId: string): Promise<AgentStats> {
     if (!storable(agentId)) return emptyStats();
-    const res = await this.pool.query<{ stats: StoredStats | null; head_seq: string | null }>({
-      name: 'gov_agent_stats',
-      text: STATS_SQL,
-      values: [agentId, this.source],
-    });
-    const r = res.rows[0];
-    return this.pendingSince(agentId, Number(r.head_seq ?? 0), statsFromDb(r.stats));
+    let read = this.statsReads.get(agentId);
+    if (read === undefined) {
+      const sent = this.unsettled.beginRead();
+      const started = this.pool
+        .query<{ stats: StoredStats | null; head_seq: string | null }>({ name: 'gov_agent_stats', text: STATS_SQL, values: [agentId, this.source] })
+        .then((res) => ({ stats: res.rows[0].stats, headSeq: Number(res.rows[0].head_seq ?? 0) }));
+      read = started;
+      this.statsReads.set(agentId, started);
+      const done = () => {
+        if (this.statsReads.get(agentId) === started) this.statsReads.delete(agentId);
+        // After every caller sharing the read has added the unsettled rows (their continuations are microtasks).
+        setImmediate(() => this.unsettled.endRead(sent));
+      };
+      started.then(done, done);
+    }
+    const { stats, headSeq } = await read;
+    return this.unsettled.addTo(agentId, headSeq, statsFromDb(stats));
   }
 
   async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
     // A cursor PostgreSQL cannot take as text: from its well-formed part, which orders the same up to there.
     let cursor = after === undefined ? null : storable(after) ? after : after.replace(new RegExp(UNSTORABLE.source, 'g'), '');
     for (;;) {
-      const res = await this.pool.query<StoredStats & { agent_id: string; head_seq: string | null }>({
-        name: 'gov_agents_page',
-        text: AGENTS_SQL,
-        values: [cursor, AGENT_PAGE, this.source],
-      });
-      const stored = res.rows;
-      const headSeq = Number(stored[0]?.head_seq ?? (await this.ownHeadSeq()));
-      const more = stored.length === AGENT_PAGE;
-      const bound = more ? stored[stored.length - 1].agent_id : null;
-      // Agents whose only rows are unsettled, between the cursor and this page's last stored agent.
-      const pendingOnly = [...this.pendingByAgent.keys()]
-        .filter((id) => (cursor === null || id > cursor) && (bound === null || id <= bound))
-        .sort();
-      const items: Array<[string, AgentStats]> = [];
-      let i = 0;
-      for (const s of stored) {
-        while (i < pendingOnly.length && pendingOnly[i] < s.agent_id) {
-          const stats = this.pendingSince(pendingOnly[i], headSeq, emptyStats());
-          if (stats.last_activity !== null) items.push([pendingOnly[i], stats]);
-          i++;
+      const sent = this.unsettled.beginRead();
+      let items: Array<[string, AgentStats]>;
+      let more: boolean;
+      let bound: string | null;
+      try {
+        const res = await this.pool.query<StoredStats & { agent_id: string; head_seq: string | null }>({
+          name: 'gov_agents_page',
+          text: AGENTS_SQL,
+          values: [cursor, AGENT_PAGE, this.source],
+        });
+        const stored = res.rows;
+        const headSeq = stored.length > 0 ? Number(stored[0].head_seq ?? 0) : await this.ownHeadSeq();
+        more = stored.length === AGENT_PAGE;
+        bound = more ? stored[stored.length - 1].agent_id : null;
+        // Agents whose only rows are unsettled, between the cursor and this page's last stored agent.
+        const from = cursor;
+        const unsettledOnly = this.unsettled
+          .agentIds()
+          .filter((id) => (from === null || id > from) && (bound === null || id <= bound))
+          .sort();
+        items = [];
+        let i = 0;
+        const addUnsettledOnly = (id: string) => {
+          const stats = this.unsettled.addTo(id, headSeq, emptyStats());
+          if (stats.last_activity !== null) items.push([id, stats]);
+        };
+        for (const s of stored) {
+          while (i < unsettledOnly.length && unsettledOnly[i] < s.agent_id) addUnsettledOnly(unsettledOnly[i++]);
+          if (i < unsettledOnly.length && unsettledOnly[i] === s.agent_id) i++;
+          items.push([s.agent_id, this.unsettled.addTo(s.agent_id, headSeq, statsFromDb(s))]);
         }
-        if (i < pendingOnly.length && pendingOnly[i] === s.agent_id) i++;
-        items.push([s.agent_id, this.pendingSince(s.agent_id, headSeq, statsFromDb(s))]);
-      }
-      for (; i < pendingOnly.length; i++) {
-        const stats = this.pendingSince(pendingOnly[i], headSeq, emptyStats());
-        if (stats.last_activity !== null) items.push([pendingOnly[i], stats]);
+        for (; i < unsettledOnly.length; i++) addUnsettledOnly(unsettledOnly[i]);
+      } finally {
+        this.unsettled.endRead(sent);
       }
       for (const item of items) yield [item[0], copyStats(item[1])];
       if (!more) return;
@@ -653,6 +653,84 @@ class PostgresLedger implements Ledger {
       });
     }
     return this.closed;
+  }
+}
+
+/**
+ * This process's rows that count as an agent's activity and that a read of the stored counters may not
+ * include. A read returns the counters with this source's head in one snapshot, so exactly this process's
+ * rows above that head are missing from it: the rows still committing, and rows whose batch committed after
+ * the snapshot but was acknowledged here before the read's answer arrived (the two answers come on
+ * different connections). The latter are kept until every read sent before their acknowledgement has
+ * finished, so neither kind is lost or counted twice.
+ */
+class UnsettledActivity {
+  private readonly byAgent = new Map<string, Set<PendingRow>>();
+  /** Batches acknowledged so far. */
+  private epoch = 0;
+  /** Reads on the way, by the epoch they were sent in. */
+  private readonly reads = new Map<number, number>();
+  /** Acknowledged rows kept for reads sent before they were acknowledged. */
+  private retained: Array<{ row: PendingRow; epoch: number }> = [];
+
+  add(p: PendingRow): void {
+    let set = this.byAgent.get(p.entry.agent_id);
+    if (!set) this.byAgent.set(p.entry.agent_id, (set = new Set()));
+    set.add(p);
+  }
+
+  /** A row refused or failed: gone at once. */
+  drop(p: PendingRow): void {
+    const set = this.byAgent.get(p.entry.agent_id);
+    if (!set) return;
+    set.delete(p);
+    if (set.size === 0) this.byAgent.delete(p.entry.agent_id);
+  }
+
+  committed(rows: PendingRow[]): void {
+    this.epoch++;
+    for (const p of rows) {
+      if (!p.activity) continue;
+      if (this.reads.size === 0) this.drop(p);
+      else this.retained.push({ row: p, epoch: this.epoch });
+    }
+  }
+
+  beginRead(): number {
+    this.reads.set(this.epoch, (this.reads.get(this.epoch) ?? 0) + 1);
+    return this.epoch;
+  }
+
+  endRead(sent: number): void {
+    const n = (this.reads.get(sent) ?? 1) - 1;
+    if (n > 0) this.reads.set(sent, n);
+    else this.reads.delete(sent);
+    if (this.retained.length === 0) return;
+    // A row acknowledged in epoch e is needed by reads sent before e only.
+    let oldest = Infinity;
+    for (const e of this.reads.keys()) if (e < oldest) oldest = e;
+    const keep: Array<{ row: PendingRow; epoch: number }> = [];
+    for (const r of this.retained) {
+      if (r.epoch > oldest) keep.push(r);
+      else this.drop(r.row);
+    }
+    this.retained = keep;
+  }
+
+  agentIds(): string[] {
+    return [...this.byAgent.keys()];
+  }
+
+  /** Adds the agent's rows above `headSeq` (the snapshot's head of this source) to `into`. */
+  addTo(agentId: string, headSeq: number, into: AgentStats): AgentStats {
+    const set = this.byAgent.get(agentId);
+    if (!set) return into;
+    for (const p of set) {
+      if (p.built.seq <= headSeq) continue;
+      if (p.execution) addExecution(into, p.entry.decision);
+      touch(into, p.entry.timestamp);
+    }
+    return into;
   }
 }
 

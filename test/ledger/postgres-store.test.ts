@@ -62,6 +62,34 @@ if (await requirePostgres()) {
     t.same(await a.ledger.agentStats('bot'), { executions: 4, outcomes: { approve: 2, block: 1, escalate: 1 }, last_activity: at(4) });
   });
 
+  t.test('agentStats under concurrent appends counts every row appended before the call (committed or not), once', async (t) => {
+    const db = await createTestDatabase();
+    const s = await store(t, db, 'gateway@a');
+    let appended = 0;
+    const appends: Array<Promise<unknown>> = [];
+    const violations: string[] = [];
+    const reads: Array<Promise<void>> = [];
+    // Appends in waves and reads that overlap them and each other (shared reads, batches acknowledged while
+    // a read is on the way).
+    for (let wave = 0; wave < 40; wave++) {
+      for (let k = 0; k < 10; k++) {
+        appended++;
+        appends.push(s.ledger.append(entry({ agent_id: 'busy-bot' })));
+      }
+      for (let k = 0; k < 3; k++) {
+        const low = appended;
+        reads.push(s.ledger.agentStats('busy-bot').then((st) => {
+          if (st.executions < low || st.executions > appended) violations.push(`${st.executions} outside [${low}, ${appended}]`);
+        }));
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(appends);
+    await Promise.all(reads);
+    t.same(violations, []);
+    t.equal((await s.ledger.agentStats('busy-bot')).executions, 400);
+  });
+
   t.test('two writers of one source (a misconfiguration) interleave without forking the chain', async (t) => {
     const db = await createTestDatabase();
     const a = await store(t, db, 'gateway@same');
