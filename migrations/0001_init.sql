@@ -142,7 +142,8 @@ $$;
 --   3. 'conflict' (nothing written) when an envelope id is already stored or a pre-check already has its
 --      post-check; the writer refuses those rows and retries the rest;
 --   4. insert the rows (seq = p_seq + 1, 2, ...), add the agent counters, move the head: 'ok'.
--- A conflict with a concurrent batch of another source shows as a unique violation at step 4: 'retry'.
+-- A conflict with a concurrent batch of another source shows as a unique violation (or, when two batches
+-- wait on each other's keys, a deadlock PostgreSQL breaks) at step 4: 'retry', nothing written.
 -- p_blob holds the stored rows back to back, p_lengths their sizes (one bytea travels in binary).
 CREATE FUNCTION gov_append_rows(
   p_source text, p_seq bigint, p_hash text, p_new_hash text,
@@ -182,7 +183,7 @@ BEGIN
               FROM unnest(p_envelopes, p_phases, p_agents, p_decisions, p_parents, p_ts_ms, p_lengths)
                    WITH ORDINALITY AS u(envelope_id, phase, agent_id, decision, parent, ts_ms, len, i)) AS r
      ORDER BY r.i;
-  EXCEPTION WHEN unique_violation THEN
+  EXCEPTION WHEN unique_violation OR deadlock_detected THEN
     RETURN jsonb_build_object('status', 'retry');
   END;
 

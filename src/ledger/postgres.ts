@@ -57,6 +57,9 @@ function storable(s: string | null | undefined): boolean {
   return typeof s !== 'string' || !UNSTORABLE.test(s);
 }
 
+/** The failing statement reports the error; the event is only observed. */
+const ignoreError = (): void => undefined;
+
 /** A row appended but not yet acknowledged. */
 interface PendingRow {
   entry: AppendEntry;
@@ -254,7 +257,13 @@ class PostgresLedger implements Ledger {
         if (result.status === 'moved') {
           if (!client) {
             client = await this.pool.connect();
-            release = client.release.bind(client);
+            // A checked-out client has no listener of the pool's: an error between statements must not end the process.
+            client.on('error', ignoreError);
+            const held = client;
+            release = (err?: Error) => {
+              held.off('error', ignoreError);
+              held.release(err);
+            };
             await client.query('BEGIN');
             const locked = await client.query<{ seq: string; hash: string | null }>('SELECT seq, hash FROM gov_source_heads WHERE source = $1 FOR UPDATE', [this.source]);
             const head = locked.rows[0] ? { seq: Number(locked.rows[0].seq), hash: locked.rows[0].hash } : { seq: 0, hash: null };
@@ -589,6 +598,7 @@ class PostgresLedger implements Ledger {
    */
   private async verifySnapshot(bySource: boolean): Promise<ChainVerifyResponse> {
     const client = await this.pool.connect();
+    client.on('error', ignoreError);
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       const heads = new Map<string, { seq: number; hash: string }>();
@@ -628,6 +638,7 @@ class PostgresLedger implements Ledger {
       await client.query('ROLLBACK').catch(() => undefined);
       throw new LedgerUnavailableError('verify could not read the store', { cause: err });
     } finally {
+      client.off('error', ignoreError);
       client.release();
     }
   }

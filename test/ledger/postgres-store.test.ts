@@ -104,6 +104,11 @@ if (await requirePostgres()) {
     t.same(await a.ledger.verify(), { valid: true, rows_checked: 200, first_invalid_seq: null, head_hash: byseq.get(200)!.hash });
     const total = await Promise.all(Array.from({ length: 7 }, (_, i) => a.ledger.agentStats(`bot-${i}`)));
     t.equal(total.reduce((n, s) => n + s.executions, 0), 200);
+    // One after the other: each finds the head the other moved, and continues after it.
+    const ra = await a.ledger.append(entry());
+    const rb = await b.ledger.append(entry());
+    t.same([ra.seq, rb.seq], [201, 202]);
+    t.equal(rb.prev_hash, ra.hash);
   });
 
   t.test('envelope ids and post-checks are unique across sources', async (t) => {
