@@ -5,6 +5,7 @@ import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { loadGoldenRules } from '../policy/golden.js';
 import { loadPolicyDir } from '../policy/loader.js';
 import { formatReport, readCaseDir, runCases } from '../policy/policy-test.js';
+import { migrateCommand } from './migrate.js';
 import { policyReplayCommand } from './policy-replay.js';
 import { loadSettings, settingsHelp, SettingsError, type Mode } from '../config/settings.js';
 import { composeSidecar } from '../compose/sidecar.js';
@@ -18,6 +19,7 @@ Modes:
   sidecar    the governing proxy (127.0.0.1:15080) beside the embedded API (127.0.0.1:8765), one ledger
 
 Tools:
+  migrate                  apply the pending PostgreSQL schema migrations to GOV_DATABASE_URL and exit
   policy test <case-dir>   run a policy case corpus against the packs (gov policy --help)
   policy replay --version <v> [--since <time>] [--agent <glob>]
                            re-decide stored executions under a candidate policy set and count the
@@ -71,7 +73,11 @@ async function run(mode: Mode): Promise<void> {
   const gw = await compose(settings);
   const address = await gw.app.listen({ port: settings.port, host: settings.host });
   const log = gw.app.log;
-  log.info({ address, ledger: settings.dbPath === ':memory:' ? ':memory:' : 'lmdb', source: settings.sourceId, env: settings.env, auth: settings.authEnabled, rate_limits: !settings.rateLimitEnabled ? 'off' : settings.redis === null ? 'in-process' : 'redis' }, `gov ${mode} listening`);
+  const ledger = settings.databaseUrl !== null ? 'postgresql' : settings.dbPath === ':memory:' ? ':memory:' : 'lmdb';
+  log.info({ address, ledger, source: settings.sourceId, env: settings.env, auth: settings.authEnabled, rate_limits: !settings.rateLimitEnabled ? 'off' : settings.redis === null ? 'in-process' : 'redis' }, `gov ${mode} listening`);
+  if (mode === 'gateway' && settings.databaseUrl === null) {
+    log.warn({ ledger_path: settings.dbPath }, 'GOV_DATABASE_URL is unset: the audit ledger and shared state are the local LMDB ledger, not shared with other replicas');
+  }
   process.stdout.write(`gov ${mode} listening on ${address}\n`);
   if (gw.tokenGenerated) {
     // Printed once, to stdout only, never to the log stream.
@@ -116,6 +122,10 @@ async function policyCommand(argv: string[]): Promise<number> {
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === 'policy') {
     process.exitCode = await policyCommand(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'migrate') {
+    process.exitCode = await migrateCommand(argv.slice(1));
     return;
   }
   const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: false });

@@ -7,6 +7,7 @@ import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { AnchoredLedger, HeadAnchorFile } from '../ledger/head-anchor.js';
 import { openLmdbStorage } from '../ledger/lmdb.js';
 import { openMemoryStorage } from '../ledger/memory.js';
+import { openPostgresStorage } from '../ledger/postgres.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import type { Storage } from '../ledger/port.js';
 import { loadGoldenRules } from '../policy/golden.js';
@@ -85,6 +86,14 @@ export function createLogger(settings: Settings): Logger {
 
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
+  if (settings.databaseUrl !== null) {
+    return openPostgresStorage(settings.databaseUrl, {
+      encryptionKey,
+      source: settings.sourceId,
+      maxPendingRows: settings.ledgerMaxPendingRows,
+      onError: (e) => logger.warn({ err: { message: e.message } }, 'a pooled PostgreSQL connection failed; the pool reconnects on the next statement'),
+    });
+  }
   if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey, source: settings.sourceId });
   mkdirSync(settings.dbPath, { recursive: true });
   const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, source: settings.sourceId, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });

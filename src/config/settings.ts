@@ -29,7 +29,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_EMBED_DB', modes: ['embedded', 'sidecar'], default: '.gov/ledger', help: 'LMDB ledger directory; :memory: keeps nothing across runs' },
   { name: 'GOV_EMBED_TOKEN', modes: ['embedded', 'sidecar'], default: '(generated)', help: 'bearer token; if unset an unsigned JWT with tier team is generated and printed once' },
   { name: 'GOV_PORT', modes: ['gateway'], default: '8000', help: 'gateway port' },
-  { name: 'GOV_DB_PATH', modes: ['gateway'], default: '.gov/gateway', help: 'LMDB ledger directory of the gateway (PostgreSQL comes later)' },
+  { name: 'GOV_DB_PATH', modes: ['gateway'], default: '.gov/gateway', help: 'LMDB ledger directory of the gateway when GOV_DATABASE_URL is unset' },
+  { name: 'GOV_DATABASE_URL', modes: ['gateway'], default: '', help: 'PostgreSQL connection string (postgres://user:password@host:5432/db): the central audit store and shared state of every replica, migrated at start; unset: the LMDB ledger of GOV_DB_PATH' },
   { name: 'AUTH_ENABLED', modes: ['gateway'], default: 'true unless GOV_ENV is development/dev/test', help: 'require X-Gov-Token' },
   { name: 'GOV_API_KEYS', modes: ['gateway'], default: '', help: 'API keys as key:tier,key:tier (tiers free|developer|team|enterprise)' },
   { name: 'GOV_JWT_SECRET', modes: ['gateway'], default: '', help: 'HS256 secret for X-Gov-Token JWTs carrying a tier claim (and an exp claim: tokens that never expire are refused)' },
@@ -120,6 +121,8 @@ export interface Settings {
   host: string;
   port: number;
   dbPath: string;
+  /** GOV_DATABASE_URL (gateway only): the central PostgreSQL store instead of the LMDB ledger at dbPath. */
+  databaseUrl: string | null;
   /** GOV_SOURCE_ID: the `source` of every row this process writes. */
   sourceId: string;
   /** Head anchor (ledger/head-anchor.ts): its file (null: off), HMAC key and write interval. */
@@ -235,6 +238,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     host: get('GOV_HOST') ?? '127.0.0.1',
     port: embeddedApi ? parse('GOV_EMBED_PORT', port, get('GOV_EMBED_PORT') ?? '8765') : parse('GOV_PORT', port, get('GOV_PORT') ?? '8000'),
     dbPath: embeddedApi ? (get('GOV_EMBED_DB') ?? resolve(cwd, '.gov/ledger')) : (get('GOV_DB_PATH') ?? resolve(cwd, '.gov/gateway')),
+    databaseUrl: mode === 'gateway' ? (get('GOV_DATABASE_URL') ?? null) : null,
     sourceId: parse('GOV_SOURCE_ID', SourceId, get('GOV_SOURCE_ID') ?? defaultSourceId(mode)),
     embedToken: get('GOV_EMBED_TOKEN') ?? null,
     authEnabled,
@@ -279,7 +283,9 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   const anchorFile = get('GOV_LEDGER_ANCHOR_FILE') ?? `${settings.dbPath.replace(/\/+$/, '')}.anchor.json`;
   const anchorKey = get('GOV_LEDGER_ANCHOR_KEY') || null;
   if (anchorKey !== null && Buffer.byteLength(anchorKey) < 32) throw new SettingsError('GOV_LEDGER_ANCHOR_KEY must be at least 32 bytes');
-  if (anchorFile !== 'off' && settings.dbPath !== ':memory:') {
+  if (settings.databaseUrl !== null) checkDatabaseUrl(settings.databaseUrl);
+  // The head anchor is a file beside a local ledger; the central store keeps head records instead.
+  if (anchorFile !== 'off' && settings.dbPath !== ':memory:' && settings.databaseUrl === null) {
     settings.ledgerAnchor = { file: anchorFile, key: anchorKey, intervalMs: parse('GOV_LEDGER_ANCHOR_INTERVAL_MS', z.coerce.number().int().min(10).max(3_600_000), get('GOV_LEDGER_ANCHOR_INTERVAL_MS') ?? '1000') };
   }
   if (settings.minSdkVersion !== null) {
@@ -288,6 +294,16 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   return settings;
 }
 
+/** A postgres:// URL; the message never repeats it (it may carry a password). */
+function checkDatabaseUrl(raw: string): void {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new SettingsError('GOV_DATABASE_URL: not a URL (expected postgres://user:password@host:5432/database)');
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new SettingsError('GOV_DATABASE_URL: must be a postgres:// or postgresql:// URL');
+}
 
 function loadReplicationSettings(
   get: (k: string) => string | undefined,

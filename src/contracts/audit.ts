@@ -58,6 +58,8 @@ export const AuditRowWithPayloadView = AuditRowWithPayload.extend({ risk_tier: R
 export const AuditListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(50),
   agent_id: z.string().max(200).optional(),
+  /** Only rows written by this source (a sidecar or gateway replica, GOV_SOURCE_ID). */
+  source: SourceId.optional(),
   outcome: Outcome.optional(),
   /** Only rows of this phase. Without it, every phase but `policy`: policy changes are listed with phase=policy. */
   phase: Phase.optional(),
@@ -74,17 +76,32 @@ export const AuditListResponse = z.object({
 
 export const AuditIdParams = z.object({ id: EnvelopeId });
 
-export const ChainVerifyResponse = z.object({
+/** The verification of one chain. */
+export const ChainCheck = z.object({
   valid: z.boolean(),
   rows_checked: z.number().int(),
   first_invalid_seq: z.number().int().nullable(),
   head_hash: z.string().nullable(),
+});
+
+/** One source's chain in a store that keeps a chain per source (the central PostgreSQL store). */
+export const SourceChainCheck = ChainCheck.extend({ source: z.string() });
+export type SourceChainCheck = z.infer<typeof SourceChainCheck>;
+
+export const ChainVerifyResponse = ChainCheck.extend({
   /**
    * The head anchor kept outside the ledger (docs/ledger.md), when one is configured: `match`, `missing`
    * (no anchor written yet), `truncated` (the chain ends before the anchored seq), `mismatch` (the row at
    * the anchored seq hashes otherwise), `unsigned` or `forged` (its HMAC is absent or wrong).
    */
   anchor: z.object({ status: z.enum(['match', 'missing', 'unsigned', 'forged', 'mismatch', 'truncated']), seq: z.number().int().nullable() }).optional(),
+  /**
+   * Every source chain of a store that keeps one per source (PostgreSQL, docs/ledger.md), in source order;
+   * absent for a ledger that is one chain (LMDB, memory). The fields above then sum them up: `valid` only
+   * when every chain is, `rows_checked` over all of them, and `first_invalid_seq` and `head_hash` of the
+   * first invalid chain, or, when all are valid, of the answering replica's own source (its head).
+   */
+  sources: z.array(SourceChainCheck).optional(),
 });
 export type ChainVerifyResponse = z.infer<typeof ChainVerifyResponse>;
 

@@ -7,6 +7,7 @@ const DEFAULT_LIMIT = 50;
 export interface ListPlan {
   limit: number;
   agentId: string | undefined;
+  source: string | undefined;
   outcome: string | undefined;
   sinceMs: number | undefined;
   /** Only rows of this phase; undefined: every phase but `policy` (policy changes are no executions). */
@@ -29,7 +30,7 @@ export function planList(q: Partial<AuditListQuery>, headSeq: number): ListPlan 
     sinceMs = Date.parse(q.since);
     if (Number.isNaN(sinceMs)) throw new RangeError('since must be an ISO 8601 date-time');
   }
-  return { limit, agentId: q.agent_id, outcome: q.outcome, sinceMs, phase: q.phase, below };
+  return { limit, agentId: q.agent_id, source: q.source, outcome: q.outcome, sinceMs, phase: q.phase, below };
 }
 
 /**
@@ -43,6 +44,7 @@ export function collectPage(rowsDescending: Iterable<readonly [number, Buffer]>,
     const row = readAuditRow(bytes, seq);
     if (plan.sinceMs !== undefined && Date.parse(row.timestamp) < plan.sinceMs) break;
     if (plan.agentId !== undefined && row.agent_id !== plan.agentId) continue;
+    if (plan.source !== undefined && row.source !== plan.source) continue;
     if (plan.outcome !== undefined && row.decision !== plan.outcome) continue;
     if (plan.phase === undefined ? row.phase === 'policy' : row.phase !== plan.phase) continue;
     if (items.length === plan.limit) {

@@ -17,6 +17,11 @@ export interface AppendOptions {
   urgent?: boolean;
 }
 
+export interface VerifyOptions {
+  /** Report every source chain in `sources` (ChainVerifyResponse). */
+  bySource?: boolean;
+}
+
 export interface AgentStats {
   /** Governed executions (validate and post_check rows). */
   executions: number;
@@ -31,12 +36,13 @@ export interface ListPage {
 }
 
 /**
- * The audit ledger port. Adapters: LMDB (ledger/lmdb.ts) and memory (ledger/memory.ts); PostgreSQL
- * arrives later behind the same interface, so every read that a network store answers is a promise.
+ * The audit ledger port. Adapters: LMDB (ledger/lmdb.ts), memory (ledger/memory.ts) and PostgreSQL
+ * (ledger/postgres.ts, the central store), so every read that a network store answers is a promise.
  *
  * append() resolves only once the row is durably committed, so a caller may acknowledge the envelope when
  * the promise resolves and never before. seq and prev_hash are assigned in commit order: each committed
- * row links to the row committed before it. Rows one caller appends one after another (the second before
+ * row links to the row committed before it in the writer's source chain (a ledger writes one source, its
+ * own; the central store holds one chain per source, each with its own seq). Rows one caller appends one after another (the second before
  * the first resolved, as the sidecar does with a pre-check and its post-check) commit in that order.
  */
 export interface Ledger {
@@ -53,7 +59,11 @@ export interface Ledger {
    * early with `return()` (a `for await` loop's break does).
    */
   agents(after?: string): AsyncIterable<[string, AgentStats]>;
-  verify(): Promise<ChainVerifyResponse>;
+  /**
+   * Walks the chain. A store keeping one chain per source (PostgreSQL) walks every source chain and, with
+   * `bySource`, lists each in `sources`; a single-chain ledger (LMDB, memory) ignores the option.
+   */
+  verify(options?: VerifyOptions): Promise<ChainVerifyResponse>;
   /** The newest row assigned a seq (null hash before the first); once every append resolved, the last committed row. */
   head(): Promise<{ seq: number; hash: string | null }>;
   /** The stored hash of row `seq` (hex), or null when there is none: the head anchor's check (head-anchor.ts). */

@@ -69,6 +69,14 @@ t.test('mask: the row holds the masked text, the caller gets the usual answer, t
   // Two rows of the call and, first, the shipped pack's publication and activation.
   t.match(verify.body, { valid: true, rows_checked: 4 }, 'the chain covers the masked payloads');
 
+  if (gw.backend === 'postgres') {
+    // Nowhere in the central store, in any form the payload could take.
+    const stored = await gw.storedBytes();
+    t.match(stored, /\[masked:mask-email\]/);
+    t.equal(stored.includes(EMAIL), false, 'the store holds no e-mail address');
+    t.equal(stored.includes(CARD), false, 'the store holds no card number');
+    return;
+  }
   await gw.stop();
   closed = true;
   const ledgerDir = join(gw.dir, 'ledger');

@@ -26,9 +26,18 @@ export const auditRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app)
 
   app.get('/v1/audit/chain/verify', {
     config: { capability: 'audit.verify' },
-    schema: { tags: ['audit'], summary: 'Verify the hash chain (and, on a central gateway, every replicated source chain)', response: { 200: ChainVerifyReport } },
+    schema: { tags: ['audit'], summary: 'Verify the hash chains: every source chain of the store and, on a central gateway, every replicated sidecar chain', response: { 200: ChainVerifyReport } },
   }, async () => {
-    const [own, sources] = await Promise.all([deps.ledger.verify(), deps.replicas?.verify()]);
-    return sources === undefined ? own : { ...own, sources };
+    const [own, replicated] = await Promise.all([deps.ledger.verify({ bySource: true }), deps.replicas?.verify()]);
+    if (replicated === undefined || replicated.length === 0) return own;
+    // The top-level fields sum up every chain the store holds, written here or replicated to it.
+    const invalid = replicated.find((c) => !c.valid);
+    return {
+      ...own,
+      valid: own.valid && invalid === undefined,
+      rows_checked: own.rows_checked + replicated.reduce((n, c) => n + c.rows_checked, 0),
+      first_invalid_seq: own.valid && invalid !== undefined ? invalid.first_invalid_seq : own.first_invalid_seq,
+      sources: [...(own.sources ?? []), ...replicated],
+    };
   });
 };
