@@ -149,12 +149,17 @@ CREATE FUNCTION gov_append_rows(
   p_source text, p_seq bigint, p_hash text, p_new_hash text,
   p_envelopes text[], p_phases text[], p_agents text[], p_decisions text[], p_parents text[], p_ts_ms bigint[],
   p_lengths integer[], p_blob bytea, p_stats jsonb
-) RETURNS jsonb LANGUAGE plpgsql AS $$
+) RETURNS jsonb LANGUAGE plpgsql
+-- Plans for the tables as they are: a generic plan cached while gov_audit_rows was empty would keep
+-- scanning it whole for duplicates (docs/performance.md, "Central store on PostgreSQL").
+SET plan_cache_mode = force_custom_plan
+AS $$
 DECLARE
   head record;
   dup_envelopes jsonb;
   dup_post_checks jsonb;
   n integer := cardinality(p_envelopes);
+  post_parents text[] := ARRAY(SELECT p FROM unnest(p_parents, p_phases) AS x(p, ph) WHERE ph = 'post_check' AND p IS NOT NULL);
 BEGIN
   SELECT seq, hash INTO head FROM gov_source_heads WHERE source = p_source FOR UPDATE;
   IF NOT FOUND THEN
@@ -166,10 +171,10 @@ BEGIN
   END IF;
 
   SELECT jsonb_agg(envelope_id) INTO dup_envelopes FROM gov_audit_rows WHERE envelope_id = ANY (p_envelopes);
-  SELECT jsonb_object_agg(parent_envelope_id, envelope_id) INTO dup_post_checks
-    FROM gov_audit_rows
-   WHERE phase = 'post_check'
-     AND parent_envelope_id = ANY (SELECT p FROM unnest(p_parents, p_phases) AS x(p, ph) WHERE ph = 'post_check' AND p IS NOT NULL);
+  IF cardinality(post_parents) > 0 THEN
+    SELECT jsonb_object_agg(parent_envelope_id, envelope_id) INTO dup_post_checks
+      FROM gov_audit_rows WHERE phase = 'post_check' AND parent_envelope_id = ANY (post_parents);
+  END IF;
   IF dup_envelopes IS NOT NULL OR dup_post_checks IS NOT NULL THEN
     RETURN jsonb_build_object('status', 'conflict', 'envelopes', coalesce(dup_envelopes, '[]'::jsonb),
                               'post_checks', coalesce(dup_post_checks, '{}'::jsonb));

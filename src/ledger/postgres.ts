@@ -889,7 +889,22 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
   const source = checkSourceId(opts.source ?? defaultSourceId('ledger'));
   if (opts.migrate ?? true) await migrate(url);
-  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, application_name: 'gov-gateway', keepAlive: true, connectionTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.poolSize ?? 10,
+    application_name: 'gov-gateway',
+    keepAlive: true,
+    connectionTimeoutMillis: 10_000,
+  });
+  // Plan every statement for the tables as they are now. A session (pooled for the process's life) otherwise
+  // keeps a generic plan made while the tables were empty: on a fresh store the duplicate-envelope check of
+  // every batch stayed a sequential scan of gov_audit_rows (measured: about half the validate throughput of
+  // a store that had rows when the gateway started; docs/performance.md). Planning these statements costs
+  // microseconds. A SET, not a startup option, which PgBouncer would refuse; gov_append_rows sets it for
+  // itself too, for a pooler that does not keep sessions. The pool queues this before any other statement.
+  pool.on('connect', (client) => {
+    client.query('SET plan_cache_mode = force_custom_plan').catch(() => undefined);
+  });
   const onError = opts.onError ?? (() => undefined);
   pool.on('error', (err) => onError(err));
   try {
