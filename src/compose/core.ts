@@ -73,6 +73,8 @@ export interface CoreOptions {
    * signal); without it the engine uses its neutral value.
    */
   historicalReliability?: boolean;
+  /** GOV_LEDGER_DURABILITY=central: the sidecar's wait for the central acknowledgement (Governor). */
+  awaitCentral?: (seq: number) => Promise<void>;
 }
 
 export function createLogger(settings: Settings): Logger {
@@ -96,7 +98,7 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
   }
   if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey, source: settings.sourceId });
   mkdirSync(settings.dbPath, { recursive: true });
-  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, source: settings.sourceId, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
+  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, source: settings.sourceId, durability: settings.ledgerDurability === 'disk' ? 'fsync' : 'commit', maxPendingRows: settings.ledgerMaxPendingRows });
   const a = settings.ledgerAnchor;
   if (a === null) return storage;
   let ledger: AnchoredLedger;
@@ -230,6 +232,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     onClassified: (v) => metrics.classifierCalls.inc({ result: v.status === 'ok' && v.score !== null && v.score >= v.threshold ? 'flagged' : v.status }),
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
+    awaitCentral: opts.awaitCentral,
   });
 
   const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });

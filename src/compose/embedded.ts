@@ -3,7 +3,7 @@ import { bearerAuthenticator, generateEmbedToken } from '../server/authenticator
 import { withApiApp, type ApiAccess, type Composed } from './api-app.js';
 import { composeCore, type Core, type CoreOptions } from './core.js';
 
-export type EmbeddedOptions = Omit<CoreOptions, 'historicalReliability'>;
+export type EmbeddedOptions = Omit<CoreOptions, 'historicalReliability' | 'awaitCentral'>;
 
 /**
  * The embedded API's access: a bearer token (GOV_EMBED_TOKEN, else generated and printed once), the
@@ -19,7 +19,7 @@ export function embeddedAccess(settings: Settings): { access: ApiAccess; token: 
 }
 
 /** The embedded core: no historical-reliability signal (the engine's neutral value), as in the sidecar. */
-export function composeEmbeddedCore(settings: Settings, opts: EmbeddedOptions = {}): Promise<Core> {
+export function composeEmbeddedCore(settings: Settings, opts: Omit<CoreOptions, 'historicalReliability'> = {}): Promise<Core> {
   return composeCore(settings, { ...opts, historicalReliability: false });
 }
 

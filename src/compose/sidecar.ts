@@ -8,6 +8,7 @@ import { buildRouteTable, type RouteTable } from '../proxy/routes.js';
 import { ToolCallLinks } from '../proxy/tool-call-links.js';
 import { UpstreamPools } from '../proxy/upstream.js';
 import { ReplicationShipper } from '../replication/shipper.js';
+import { AppError } from '../server/app-error.js';
 import { withApiApp, type Composed } from './api-app.js';
 import { composeEmbeddedCore, embeddedAccess, type EmbeddedOptions } from './embedded.js';
 
@@ -36,7 +37,13 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
   const proxySettings = settings.proxy;
   if (proxySettings === null) throw new Error('composeSidecar needs sidecar settings (loadSettings("sidecar"))');
   const { access, token, tokenGenerated } = embeddedAccess(settings);
-  const composed = await withApiApp(await composeEmbeddedCore(settings, opts), access, token, tokenGenerated);
+  // Bound once the shipper exists; settings refuse `central` without replication, so it is set by then.
+  let shipper: ReplicationShipper | null = null;
+  const awaitCentral = settings.ledgerDurability !== 'central' ? undefined : async (seq: number) => {
+    if (await shipper?.acknowledged(seq, settings.centralAckTimeoutMs)) return;
+    throw new AppError('unavailable', `the central store did not acknowledge this call's audit row within ${settings.centralAckTimeoutMs} ms (GOV_LEDGER_DURABILITY=central); the row is kept locally and replicates when the central gateway answers`, undefined, { 'retry-after': '1' });
+  };
+  const composed = await withApiApp(await composeEmbeddedCore(settings, { ...opts, awaitCentral }), access, token, tokenGenerated);
   const links = new ToolCallLinks();
   const context: AdapterContext = { manifest: (agentId) => composed.manifests.get(agentId), links };
   let routes: RouteTable;
@@ -66,7 +73,7 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
   const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, identity: agentIdentity(proxySettings), adapterOfKind });
 
   const replication = settings.replication;
-  const shipper = replication === null ? null : new ReplicationShipper({
+  shipper = replication === null ? null : new ReplicationShipper({
     ledger: composed.storage.ledger,
     kv: composed.storage.kv,
     source: settings.sourceId,

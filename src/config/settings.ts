@@ -45,7 +45,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_LEDGER_ANCHOR_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'HMAC key (at least 32 bytes) signing the head anchor, so that it cannot be rewritten without the key' },
   { name: 'GOV_LEDGER_ANCHOR_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the head anchor is brought up to the committed head (and always on shutdown)' },
   { name: 'GOV_SOURCE_ID', modes: ['embedded', 'gateway', 'sidecar'], default: '<mode>@<hostname>', help: 'names this sidecar or replica in every audit row it writes (the row\'s hashed `source`); unique per writer, stable across restarts of the same one' },
-  { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'fsync', help: 'fsync: answer once the row is on disk (survives power loss); commit: once committed to the OS (survives a process crash, faster)' },
+  { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'disk (sidecar: process)', help: 'when a call is answered: process: its row is committed (survives a crash of the process); disk: flushed to the local disk (survives power loss); central (sidecar with GOV_CENTRAL_URL): as process, and a call a policy rule of severity critical matched waits until the central store acknowledged its row (docs/deployment.md, "Durability levels"); commit and fsync are the old names of process and disk' },
+  { name: 'GOV_CENTRAL_ACK_TIMEOUT_MS', modes: ['sidecar'], default: '2000', help: 'with GOV_LEDGER_DURABILITY=central: how long a critical call waits for the central acknowledgement before it is refused with 503 (its row stays committed locally and ships later)' },
   { name: 'GOV_LEDGER_MAX_PENDING_ROWS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'rows waiting for the disk from which new calls wait (backpressure); calls already started always record' },
   { name: 'GOV_LEDGER_BACKPRESSURE_WAIT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '5000', help: 'how long a new call waits for the ledger to catch up before a 503 with Retry-After' },
   { name: 'GOV_AUDIT_MAX_TEXT_CHARS', modes: ['embedded', 'gateway', 'sidecar'], default: '65536', help: 'longest string a row stores whole; a longer one is stored as its first this-many characters plus its length and SHA-256 (the decision still reads all of it)' },
@@ -96,6 +97,17 @@ const bool = z
   });
 
 const port = z.coerce.number().int().min(0).max(65535);
+
+/**
+ * GOV_LEDGER_DURABILITY's levels, weakest first. `commit` and `fsync`, the setting's values before the
+ * levels had names, still mean `process` and `disk`.
+ */
+export const DURABILITY_LEVELS = ['process', 'disk', 'central'] as const;
+export type DurabilityLevel = (typeof DURABILITY_LEVELS)[number];
+const DURABILITY_LEVEL = z
+  .string()
+  .transform((v) => (v === 'commit' ? 'process' : v === 'fsync' ? 'disk' : v))
+  .pipe(z.enum(DURABILITY_LEVELS, { message: `expected one of ${DURABILITY_LEVELS.join(', ')} (or commit, fsync)` }));
 const tier = z.enum(['free', 'developer', 'team', 'enterprise']);
 
 const apiKeys = z
@@ -142,7 +154,10 @@ export interface Settings {
   auditEncryptionKey: string | null;
   /** GOV_AUDIT_MAX_TEXT_CHARS: longest string stored whole in a row's payload (ledger/bounded-payload.ts). */
   auditMaxTextChars: number;
-  ledgerDurability: 'fsync' | 'commit';
+  /** GOV_LEDGER_DURABILITY: when a call may be answered (docs/deployment.md, "Durability levels"). */
+  ledgerDurability: DurabilityLevel;
+  /** GOV_CENTRAL_ACK_TIMEOUT_MS: a critical call's longest wait for the central store at level `central`. */
+  centralAckTimeoutMs: number;
   ledgerMaxPendingRows: number;
   ledgerBackpressureWaitMs: number;
   policyDir: string;
@@ -254,7 +269,8 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     auditEncryptionKey: get('GOV_AUDIT_ENCRYPTION_KEY') ?? null,
     auditMaxTextChars: parse('GOV_AUDIT_MAX_TEXT_CHARS', z.coerce.number().int().min(256).max(64 * 1024 * 1024), get('GOV_AUDIT_MAX_TEXT_CHARS') ?? '65536'),
     ledgerAnchor: null,
-    ledgerDurability: parse('GOV_LEDGER_DURABILITY', z.enum(['fsync', 'commit']), get('GOV_LEDGER_DURABILITY') ?? 'fsync'),
+    ledgerDurability: parse('GOV_LEDGER_DURABILITY', DURABILITY_LEVEL, get('GOV_LEDGER_DURABILITY') ?? (mode === 'sidecar' ? 'process' : 'disk')),
+    centralAckTimeoutMs: parse('GOV_CENTRAL_ACK_TIMEOUT_MS', z.coerce.number().int().min(10).max(600_000), get('GOV_CENTRAL_ACK_TIMEOUT_MS') ?? '2000'),
     ledgerMaxPendingRows: parse('GOV_LEDGER_MAX_PENDING_ROWS', z.coerce.number().int().min(1).max(10_000_000), get('GOV_LEDGER_MAX_PENDING_ROWS') ?? '10000'),
     ledgerBackpressureWaitMs: parse('GOV_LEDGER_BACKPRESSURE_WAIT_MS', z.coerce.number().int().min(0).max(600_000), get('GOV_LEDGER_BACKPRESSURE_WAIT_MS') ?? '5000'),
     policyDir: get('GOV_POLICY_DIR') ?? shipped(cwd, 'policies'),
@@ -284,6 +300,9 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   const anchorKey = get('GOV_LEDGER_ANCHOR_KEY') || null;
   if (anchorKey !== null && Buffer.byteLength(anchorKey) < 32) throw new SettingsError('GOV_LEDGER_ANCHOR_KEY must be at least 32 bytes');
   if (settings.databaseUrl !== null) checkDatabaseUrl(settings.databaseUrl);
+  if (settings.ledgerDurability === 'central' && settings.replication === null) {
+    throw new SettingsError('GOV_LEDGER_DURABILITY=central needs a sidecar replicating to a central gateway (GOV_CENTRAL_URL and GOV_KEY)');
+  }
   // The head anchor is a file beside a local ledger; the central store keeps head records instead.
   if (anchorFile !== 'off' && settings.dbPath !== ':memory:' && settings.databaseUrl === null) {
     settings.ledgerAnchor = { file: anchorFile, key: anchorKey, intervalMs: parse('GOV_LEDGER_ANCHOR_INTERVAL_MS', z.coerce.number().int().min(10).max(3_600_000), get('GOV_LEDGER_ANCHOR_INTERVAL_MS') ?? '1000') };

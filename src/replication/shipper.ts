@@ -66,6 +66,12 @@ export class ReplicationShipper {
   private pruned = 0;
   private failures = 0;
   private readonly clock: () => Date;
+  /** Calls waiting for their row to be acknowledged (GOV_LEDGER_DURABILITY=central), in no order. */
+  private readonly waiters = new Set<{ seq: number; done: (acknowledged: boolean) => void }>();
+  /** Cuts the idle wait between polls short when a waiter needs a row shipped now. */
+  private nap: AbortController | null = null;
+  /** A waiter arrived since the current pass began: skip the next idle wait once. */
+  private kicked = false;
 
   constructor(private readonly opts: ShipperOptions) {
     const url = new URL(opts.settings.centralUrl);
@@ -80,6 +86,32 @@ export class ReplicationShipper {
     return this.cursor;
   }
 
+  /**
+   * Resolves true once the central store acknowledged row `seq`, false after `timeoutMs` (or on close). A
+   * caught-up shipper ships at once instead of at its next poll; one backing off after a failure keeps
+   * its backoff, so critical calls cannot turn an outage into a retry storm.
+   */
+  acknowledged(seq: number, timeoutMs: number): Promise<boolean> {
+    if (this.cursor >= seq) return Promise.resolve(true);
+    if (this.abort.signal.aborted) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = {
+        seq,
+        done: (ok: boolean) => {
+          clearTimeout(timer);
+          this.waiters.delete(waiter);
+          resolve(ok);
+        },
+      };
+      const timer = setTimeout(() => waiter.done(false), timeoutMs);
+      this.waiters.add(waiter);
+      if (this.failures === 0) {
+        this.kicked = true;
+        this.nap?.abort();
+      }
+    });
+  }
+
   start(): void {
     this.running ??= this.run().catch((e: unknown) => {
       if (!this.abort.signal.aborted) this.opts.logger.error({ err: { message: (e as Error).message } }, 'replication stopped');
@@ -89,6 +121,7 @@ export class ReplicationShipper {
   /** Stops shipping: an attempt in flight is abandoned unacknowledged (it is sent again after a restart). */
   async close(): Promise<void> {
     this.abort.abort();
+    for (const w of [...this.waiters]) w.done(false);
     await this.running;
     await this.pool.close();
   }
@@ -100,6 +133,7 @@ export class ReplicationShipper {
     logger.info({ central: new URL(settings.centralUrl).origin, acknowledged_seq: this.cursor }, 'replication to the central gateway started');
     while (!this.abort.signal.aborted) {
       let wait = settings.delayMs;
+      this.kicked = false;
       try {
         const shipped = await this.shipBatch();
         if (this.failures > 0) logger.info({ acknowledged_seq: this.cursor }, 'replication resumed');
@@ -117,7 +151,11 @@ export class ReplicationShipper {
         else logger.warn(fields, 'replication attempt failed; rows stay local and are retried');
       }
       await this.updateGauges().catch(() => undefined);
-      if (wait > 0) await sleep(wait, undefined, { signal: this.abort.signal }).catch(() => undefined);
+      if (wait > 0 && !(this.kicked && this.failures === 0)) {
+        this.nap = new AbortController();
+        await sleep(wait, undefined, { signal: AbortSignal.any([this.abort.signal, this.nap.signal]) }).catch(() => undefined);
+        this.nap = null;
+      }
     }
   }
 
@@ -140,7 +178,9 @@ export class ReplicationShipper {
   private async advance(seq: number): Promise<void> {
     await this.opts.kv.put(REPLICATION_NS, CURSOR_KEY, { seq });
     this.cursor = seq;
+    for (const w of [...this.waiters]) if (w.seq <= seq) w.done(true);
   }
+
 
   private async post(rows: StoredRow[]): Promise<IngestResponse> {
     const request: IngestRequest = { source: this.opts.source, rows: rows.map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) };
