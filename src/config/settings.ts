@@ -6,6 +6,7 @@ import { AGENT_ID, parseAgentList } from './agent-identity.js';
 import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
 import { loadRedisSettings, REDIS_SETTING_DOCS, type RedisSettings } from './redis-settings.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
+import { fixedRoutes } from '../proxy/protocols/registry.js';
 import { SourceId } from '../contracts/audit.js';
 import { defaultSourceId } from '../ledger/source-id.js';
 
@@ -69,8 +70,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },
   { name: 'GOV_PROXY_HOST', modes: ['sidecar'], default: '127.0.0.1', help: 'address the proxy binds (the agent shares the pod, so loopback is enough)' },
-  { name: 'GOV_UPSTREAM_OPENAI', modes: ['sidecar'], default: 'https://api.openai.com', help: 'where /openai/* is forwarded' },
-  { name: 'GOV_UPSTREAM_ANTHROPIC', modes: ['sidecar'], default: 'https://api.anthropic.com', help: 'where /anthropic/* is forwarded' },
+  ...fixedRoutes().map((r) => ({ name: r.env, modes: ['sidecar'] as Mode[], default: r.url, help: `where /${r.kind}/* is forwarded` })),
   { name: 'GOV_UPSTREAM_MCP_<NAME>', modes: ['sidecar'], default: '', help: 'an MCP server (streamable HTTP) served at /mcp/<name>/*; <NAME> is lowercased' },
   { name: 'GOV_UPSTREAM_TOOL_<NAME>', modes: ['sidecar'], default: '', help: 'a plain HTTP tool served at /tools/<name>/*; <NAME> is lowercased' },
   { name: 'GOV_PROXY_ROUTES', modes: ['sidecar'], default: '', help: 'YAML routes file naming MCP and tool upstreams (format in docs/proxy-routes.md)' },
@@ -205,8 +205,8 @@ export function parseDuration(raw: string): number | null {
 export interface ProxySettings {
   port: number;
   host: string;
-  upstreamOpenai: string;
-  upstreamAnthropic: string;
+  /** Upstream URL of each fixed route (protocols/registry.ts), by route kind: GOV_UPSTREAM_OPENAI... */
+  upstreams: Readonly<Record<string, string>>;
   /** Named MCP and tool upstreams: the GOV_PROXY_ROUTES file, then GOV_UPSTREAM_MCP_<NAME> / GOV_UPSTREAM_TOOL_<NAME>. */
   namedRoutes: ProxyRoutes;
   routesFile: string | null;
@@ -373,8 +373,7 @@ function loadProxySettings(
   return {
     port: parse('GOV_PROXY_PORT', port, get('GOV_PROXY_PORT') ?? '15080'),
     host: get('GOV_PROXY_HOST') ?? '127.0.0.1',
-    upstreamOpenai: upstreamUrl('GOV_UPSTREAM_OPENAI', get('GOV_UPSTREAM_OPENAI') ?? 'https://api.openai.com'),
-    upstreamAnthropic: upstreamUrl('GOV_UPSTREAM_ANTHROPIC', get('GOV_UPSTREAM_ANTHROPIC') ?? 'https://api.anthropic.com'),
+    upstreams: Object.fromEntries(fixedRoutes().map((r) => [r.kind, upstreamUrl(r.env, get(r.env) ?? r.url)])),
     namedRoutes,
     routesFile: get('GOV_PROXY_ROUTES') ?? null,
     defaultAgentId,

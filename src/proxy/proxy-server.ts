@@ -6,6 +6,7 @@ import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } 
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { errorInfo, runCall, sendError, type ProxyCore } from './governed-call.js';
 import { nonIdentityEncoding } from './headers.js';
+import { PROTOCOLS, routePrefix } from './protocols/registry.js';
 import type { RouteTable } from './routes.js';
 import { CallAbort } from './upstream.js';
 
@@ -17,6 +18,8 @@ export interface ProxyServerOptions {
   adapterOfKind?: (kind: string) => ProtocolAdapter | undefined;
 }
 
+/** `/openai/*, /anthropic/*, /mcp/{name}/*, /tools/{name}/*`: every route shape of the registry. */
+const ROUTE_LIST = PROTOCOLS.map((p) => `${routePrefix(p.kind, '{name}')}/*`).join(', ');
 
 /**
  * The sidecar's listener: node:http (no framework on the hot path), routing by prefix, identity, body
@@ -27,16 +30,18 @@ export class ProxyServer {
   private readonly inFlight = new Map<IncomingMessage, { done: Promise<void>; abort: CallAbort }>();
   private draining = false;
   private readonly callsInFlight = () => this.inFlight.size;
-  private readonly fallback: { openai: ProtocolAdapter; anthropic: ProtocolAdapter };
+  /** The adapter of each fixed route by kind, to answer a path no route matches in its kind's format. */
+  private readonly fixed = new Map<string, ProtocolAdapter>();
 
   constructor(
     private readonly core: ProxyCore,
     private readonly routes: RouteTable,
     private readonly opts: ProxyServerOptions,
   ) {
-    const byKind = (k: string) => routes.routes.find((r) => r.kind === k)?.adapter;
-    const openai = byKind('openai') ?? routes.routes[0].adapter;
-    this.fallback = { openai, anthropic: byKind('anthropic') ?? openai };
+    for (const p of PROTOCOLS) {
+      const r = routes.routes.find((x) => x.kind === p.kind && x.prefix === `/${p.kind}`);
+      if (r !== undefined) this.fixed.set(p.kind, r.adapter);
+    }
     this.server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => this.onRequest(req, res));
     // A malformed request line or header never reaches a handler; answer it and keep serving.
     this.server.on('clientError', (_err, socket) => {
@@ -84,13 +89,26 @@ export class ProxyServer {
     await closed;
   }
 
+  /**
+   * The format of an answer to a path no route serves: the kind whose prefix the path starts with, else
+   * the kind whose headers it carries (registry `claims`), else the first fixed route's.
+   */
   private adapterForUnknown(req: IncomingMessage): ProtocolAdapter {
     const url = req.url ?? '';
-    const named = url.startsWith('/mcp/') ? 'mcp' : url.startsWith('/tools/') ? 'tool' : null;
-    const byKind = named === null ? undefined : this.opts.adapterOfKind?.(named);
-    if (byKind !== undefined) return byKind;
-    if (url.startsWith('/anthropic') || req.headers['anthropic-version'] !== undefined) return this.fallback.anthropic;
-    return this.fallback.openai;
+    for (const p of PROTOCOLS) {
+      const hit = 'segment' in p.route ? url.startsWith(`/${p.route.segment}/`) : url.startsWith(`/${p.kind}`);
+      const adapter = hit ? this.adapterOf(p.kind) : undefined;
+      if (adapter !== undefined) return adapter;
+    }
+    for (const p of PROTOCOLS) {
+      const adapter = p.claims?.(req.headers) === true ? this.adapterOf(p.kind) : undefined;
+      if (adapter !== undefined) return adapter;
+    }
+    return this.fixed.values().next().value ?? this.routes.routes[0].adapter;
+  }
+
+  private adapterOf(kind: string): ProtocolAdapter | undefined {
+    return this.fixed.get(kind) ?? this.opts.adapterOfKind?.(kind);
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
@@ -105,7 +123,7 @@ export class ProxyServer {
       return;
     }
     if (match === null) {
-      sendError(res, this.adapterForUnknown(req), errorInfo('not_found', `no proxy route for ${method} ${url.split('?')[0]}; routes are /openai/*, /anthropic/*, /mcp/{name}/*, /tools/{name}/*`));
+      sendError(res, this.adapterForUnknown(req), errorInfo('not_found', `no proxy route for ${method} ${url.split('?')[0]}; routes are ${ROUTE_LIST}`));
       req.resume();
       return;
     }

@@ -1,5 +1,6 @@
 import { SettingsError, type ProxySettings } from '../config/settings.js';
 import type { AdapterContext, AdapterFactory, ProtocolAdapter } from './adapter.js';
+import { PROTOCOLS, routePrefix } from './protocols/registry.js';
 import { parseTarget, type UpstreamTarget } from './upstream.js';
 
 export interface ProxyRoute {
@@ -66,13 +67,6 @@ export function pathNotNormal(pathname: string): string | null {
 /** Unreserved characters (RFC 3986 2.3), plus the path separators an upstream might decode. */
 const UNENCODED = /^[A-Za-z0-9\-._~/\\]$/;
 
-/** Where a route of each kind is served. Named kinds carry their name as the second path segment. */
-export function routePrefix(kind: string, name: string): string {
-  if (kind === 'mcp') return `/mcp/${name}`;
-  if (kind === 'tool') return `/tools/${name}`;
-  return `/${kind}`;
-}
-
 export class RouteTable {
   private readonly byPrefix = new Map<string, ProxyRoute>();
 
@@ -116,17 +110,17 @@ interface Upstream {
 }
 
 /**
- * The route table of a sidecar: the two LLM providers and the named MCP/tool upstreams (routes-file.ts:
- * the GOV_PROXY_ROUTES file, then GOV_UPSTREAM_MCP_<NAME>/GOV_UPSTREAM_TOOL_<NAME>). A kind without an
- * adapter stops the start: its traffic would otherwise pass ungoverned.
+ * The route table of a sidecar: the fixed routes of the registry (the LLM providers) and the named
+ * upstreams of its named kinds (routes-file.ts: the GOV_PROXY_ROUTES file, then
+ * GOV_UPSTREAM_MCP_<NAME>/GOV_UPSTREAM_TOOL_<NAME>). A kind without an adapter stops the start: its
+ * traffic would otherwise pass ungoverned.
  */
 export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<string, AdapterFactory>>, context: AdapterContext): RouteTable {
-  const all: Upstream[] = [
-    { kind: 'openai', name: 'openai', url: proxy.upstreamOpenai, timeoutMs: null },
-    { kind: 'anthropic', name: 'anthropic', url: proxy.upstreamAnthropic, timeoutMs: null },
-  ];
-  for (const u of proxy.namedRoutes.mcp.values()) all.push({ kind: 'mcp', name: u.name, url: u.url, timeoutMs: u.timeoutMs });
-  for (const u of proxy.namedRoutes.tools.values()) all.push({ kind: 'tool', name: u.name, url: u.url, timeoutMs: u.timeoutMs });
+  const all: Upstream[] = [];
+  for (const p of PROTOCOLS) if ('env' in p.route) all.push({ kind: p.kind, name: p.kind, url: proxy.upstreams[p.kind], timeoutMs: null });
+  for (const p of PROTOCOLS) {
+    if ('section' in p.route) for (const u of proxy.namedRoutes[p.route.section].values()) all.push({ kind: p.kind, name: u.name, url: u.url, timeoutMs: u.timeoutMs });
+  }
   const routes: ProxyRoute[] = [];
   for (const u of all) {
     const factory = adapters[u.kind];

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { ProposalError, type CallContext, type UpstreamAnswer } from '../../src/proxy/adapter.js';
-import { McpAdapter } from '../../src/proxy/mcp/adapter.js';
-import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/mcp/governance-error.js';
-import { decodeSseMessages, encodeSseMessage, sseEvents } from '../../src/proxy/mcp/sse-framing.js';
+import { McpAdapter } from '../../src/proxy/protocols/mcp/adapter.js';
+import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/protocols/mcp/governance-error.js';
+import { decodeSseMessages, encodeSseMessage, sseEvents } from '../../src/proxy/protocols/mcp/sse-framing.js';
 import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
 
 const ctx: CallContext = { agentId: 'a1', sessionId: null, method: 'POST', path: '/', pathname: '/', headers: {}, route: 'orders' };

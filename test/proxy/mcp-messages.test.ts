@@ -1,10 +1,10 @@
 import t from 'tap';
-import { classifyJsonRpc, idKey, parseJsonRpcBody, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from '../../src/proxy/mcp/jsonrpc.js';
-import { decodeSseMessages, encodeSseMessage, readMcpResponseMessages, sseEventMessages, sseEvents } from '../../src/proxy/mcp/sse-framing.js';
-import { mcpMethodTreatment } from '../../src/proxy/mcp/method-policy.js';
-import { filterToolsListResult } from '../../src/proxy/mcp/tools-list-filter.js';
-import { mcpToolResultOutput, readToolCallParams } from '../../src/proxy/mcp/tool-call.js';
-import { McpAdapter } from '../../src/proxy/mcp/adapter.js';
+import { classifyJsonRpc, idKey, parseJsonRpcBody, JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from '../../src/proxy/protocols/mcp/jsonrpc.js';
+import { decodeSseMessages, encodeSseMessage, readMcpResponseMessages, sseEventMessages, sseEvents } from '../../src/proxy/protocols/mcp/sse-framing.js';
+import { mcpMethodTreatment } from '../../src/proxy/protocols/mcp/method-policy.js';
+import { filterToolsListResult } from '../../src/proxy/protocols/mcp/tools-list-filter.js';
+import { mcpToolResultOutput, readToolCallParams } from '../../src/proxy/protocols/mcp/tool-call.js';
+import { McpAdapter } from '../../src/proxy/protocols/mcp/adapter.js';
 import { SseParser, type SseEvent } from '../../src/proxy/sse.js';
 import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
 import type { PostCheckRequest, PreCheckRequest } from '../../src/contracts/runtime.js';

@@ -3,8 +3,8 @@
 // with the ledger read back through the embedded API.
 import t from 'tap';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/mcp/governance-error.js';
-import { decodeSseMessages } from '../../src/proxy/mcp/sse-framing.js';
+import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/protocols/mcp/governance-error.js';
+import { decodeSseMessages } from '../../src/proxy/protocols/mcp/sse-framing.js';
 import { connectMcp, type RecordingMcpClient } from '../helpers/mcp-client.js';
 import { startMockUpstream } from '../helpers/mock-upstreams.js';
 import { LEAKED_AWS_KEY, startMcpTestServer, type McpTestServer, type McpTestServerOptions } from '../helpers/mcp-server.js';

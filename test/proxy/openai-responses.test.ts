@@ -338,7 +338,7 @@ t.test('a function call a released answer asked for is linked to the HTTP tool c
 });
 
 t.test('reads of stored output are never forwarded', async (t) => {
-  const { OpenAiAdapter } = await import('../../src/proxy/openai.js');
+  const { OpenAiAdapter } = await import('../../src/proxy/protocols/openai-chat/adapter.js');
   const adapter = new OpenAiAdapter();
   for (const path of ['/v1/responses/resp_1', '/v1/chat/completions/chatcmpl_1/messages', '/v1/conversations/conv_1/items', '/v1/conversations']) {
     t.equal(adapter.classify('GET', path), null, `GET ${path}`);

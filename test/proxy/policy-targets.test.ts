@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI, { APIError as OpenAIError } from 'openai';
 import Anthropic, { APIError as AnthropicError } from '@anthropic-ai/sdk';
-import { MCP_GOVERNANCE_REFUSED } from '../../src/proxy/mcp/governance-error.js';
+import { MCP_GOVERNANCE_REFUSED } from '../../src/proxy/protocols/mcp/governance-error.js';
 import { connectMcp } from '../helpers/mcp-client.js';
 import { startMcpTestServer } from '../helpers/mcp-server.js';
 import { anthropicMessage, openAiCompletion, startMockUpstream } from '../helpers/mock-upstreams.js';

@@ -7,7 +7,7 @@ import { startSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { refusedWith } from '../helpers/sdk-errors.js';
 import { connectMcp } from '../helpers/mcp-client.js';
 import { startMcpTestServer } from '../helpers/mcp-server.js';
-import { MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/mcp/governance-error.js';
+import { MCP_GOVERNANCE_WITHHELD } from '../../src/proxy/protocols/mcp/governance-error.js';
 
 const MARK = 'EVIL-MARKER';
 const ANSWER = 'Thanks for reaching out about order 1234. I am glad to help you with that question today.';

@@ -1,6 +1,6 @@
 // Unit behaviour of the SSE parser and the streaming guard window (src/proxy/sse.ts, stream-guard.ts).
 import t from 'tap';
-import { OpenAiAdapter } from '../../src/proxy/openai.js';
+import { OpenAiAdapter } from '../../src/proxy/protocols/openai-chat/adapter.js';
 import { SseParser, type SseEvent } from '../../src/proxy/sse.js';
 import { StreamGuard, type DraftVerdict } from '../../src/proxy/stream-guard.js';
 import type { Inspected, Proposal, StreamEventView, StreamInspector } from '../../src/proxy/adapter.js';

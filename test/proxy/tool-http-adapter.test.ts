@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ProposalError, type CallContext, type UpstreamAnswer } from '../../src/proxy/adapter.js';
-import { HttpToolAdapter } from '../../src/proxy/http-tool-adapter.js';
+import { HttpToolAdapter } from '../../src/proxy/protocols/http-tool/adapter.js';
 import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
 
 const ctx = (o: Partial<CallContext> = {}): CallContext => ({ agentId: 'a1', sessionId: 's1', method: 'GET', path: '/lookup?history_days=30&order_id=00123', pathname: '/lookup', headers: {}, route: 'orders', ...o });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import t from 'tap';
-import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall } from '../../src/proxy/http-tool.js';
+import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall } from '../../src/proxy/protocols/http-tool/http-tool.js';
 import { startHttpToolServer } from '../helpers/http-tool-server.js';
 import { LEAKED_AWS_KEY } from '../helpers/mcp-server.js';
 import { startSidecar } from '../helpers/sidecar.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { loadSettings } from '../../src/config/settings.js';
-import { ADAPTERS } from '../../src/proxy/adapters.js';
+import { ADAPTERS } from '../../src/proxy/protocols/registry.js';
 import { loadProxyRoutes, parseProxyRoutesFile, ProxyRoutesError } from '../../src/proxy/routes-file.js';
 import { buildRouteTable } from '../../src/proxy/routes.js';
 import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';

@@ -1,4 +1,5 @@
-import type { ToolResultInput } from '../contracts/runtime.js';
+import type { ProtocolRegistration } from '../registry.js';
+import type { ToolResultInput } from '../../../contracts/runtime.js';
 import {
   classifyLlmEndpoint,
   isModelsRead,
@@ -13,8 +14,8 @@ import {
   type StreamInspector,
   type TextPiece,
   type UpstreamAnswer,
-} from './adapter.js';
-import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
+} from '../../adapter.js';
+import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from '../../message-text.js';
 import {
   inspectResponse,
   isResponsesProposal,
@@ -23,8 +24,8 @@ import {
   RESPONSES_PASS_POST,
   RESPONSES_POST,
   responsesStreamErrorEvent,
-} from './openai-responses.js';
-import { eventJson, type SseEvent } from './sse.js';
+} from '../openai-responses/adapter.js';
+import { eventJson, type SseEvent } from '../../sse.js';
 
 const GOVERNED_POST = new Set(['/v1/chat/completions', '/chat/completions', ...RESPONSES_POST]);
 /** Endpoints that only read or embed, forwarded with a pre-check row and no output inspection. */
@@ -324,3 +325,10 @@ class OpenAiChatStream implements StreamInspector {
     return { output: { tool_calls: entries }, toolsCalled: called, askedToolCalls: asked, model: this.model };
   }
 }
+
+/** `/openai/*`: Chat Completions and the Responses API, forwarded to GOV_UPSTREAM_OPENAI. */
+export const openai: ProtocolRegistration = {
+  kind: 'openai',
+  route: { env: 'GOV_UPSTREAM_OPENAI', url: 'https://api.openai.com' },
+  create: () => new OpenAiAdapter(),
+};

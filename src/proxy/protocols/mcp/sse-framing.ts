@@ -1,6 +1,6 @@
-import { mediaType, SSE_TYPE } from '../headers.js';
-import { jsonTextHazard } from '../../contracts/strict-json.js';
-import { SseParser, type SseEvent } from '../sse.js';
+import { mediaType, SSE_TYPE } from '../../headers.js';
+import { jsonTextHazard } from '../../../contracts/strict-json.js';
+import { SseParser, type SseEvent } from '../../sse.js';
 import { classifyJsonRpc, type JsonRpcMessage } from './jsonrpc.js';
 
 /** MCP's use of server-sent events: one JSON-RPC message (or a batch) per event, framed by the core's SSE parser (sse.ts). */

@@ -1,9 +1,10 @@
-import { ProposalError, type AdapterContext, type AnswerResumption, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../adapter.js';
-import { jsonTextHazard, STRICT_JSON_MESSAGES } from '../../contracts/strict-json.js';
-import { mediaType, SSE_TYPE } from '../headers.js';
-import { MAX_JSON_NESTING } from '../json-nesting.js';
-import type { SseEvent } from '../sse.js';
-import { toolCallLinkMetadata } from '../tool-call-links.js';
+import type { ProtocolRegistration } from '../registry.js';
+import { ProposalError, type AdapterContext, type AnswerResumption, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../../adapter.js';
+import { jsonTextHazard, STRICT_JSON_MESSAGES } from '../../../contracts/strict-json.js';
+import { mediaType, SSE_TYPE } from '../../headers.js';
+import { MAX_JSON_NESTING } from '../../json-nesting.js';
+import type { SseEvent } from '../../sse.js';
+import { toolCallLinkMetadata } from '../../tool-call-links.js';
 import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_UNAVAILABLE, MCP_GOVERNANCE_WITHHELD } from './governance-error.js';
 import {
   classifyJsonRpc,
@@ -400,3 +401,10 @@ function mcpText(v: unknown): string {
   walk(v, 0);
   return out.join('\n');
 }
+
+/** `/mcp/{name}/*`: the MCP servers of the routes file's `mcp` section (and GOV_UPSTREAM_MCP_<NAME>). */
+export const mcp: ProtocolRegistration = {
+  kind: 'mcp',
+  route: { segment: 'mcp', section: 'mcp' },
+  create: (route, context) => new McpAdapter(route.name, context),
+};

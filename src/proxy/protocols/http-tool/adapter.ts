@@ -1,6 +1,7 @@
-import { ProposalError, type AdapterContext, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from './adapter.js';
+import type { ProtocolRegistration } from '../registry.js';
+import { ProposalError, type AdapterContext, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../../adapter.js';
 import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall, type HttpToolErrorCode } from './http-tool.js';
-import { toolCallLinkMetadata } from './tool-call-links.js';
+import { toolCallLinkMetadata } from '../../tool-call-links.js';
 
 /**
  * A plain HTTP tool behind the proxy core's one-call-one-proposal sequence (adapter.ts): the call is the
@@ -103,3 +104,10 @@ export class HttpToolAdapter implements ProtocolAdapter {
     return `event: error\ndata: ${this.errorBody(err, proposal).body}\n\n`;
   }
 }
+
+/** `/tools/{name}/*`: the plain HTTP tools of the routes file's `tools` section (and GOV_UPSTREAM_TOOL_<NAME>). */
+export const httpTool: ProtocolRegistration = {
+  kind: 'tool',
+  route: { segment: 'tools', section: 'tools' },
+  create: (route, context) => new HttpToolAdapter(route.name, context),
+};

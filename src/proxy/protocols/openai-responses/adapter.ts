@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { ToolResultInput } from '../contracts/runtime.js';
-import { ProposalError, streamEventView, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from './adapter.js';
-import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
-import { eventJson, type SseEvent } from './sse.js';
+import type { ToolResultInput } from '../../../contracts/runtime.js';
+import { ProposalError, streamEventView, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from '../../adapter.js';
+import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from '../../message-text.js';
+import { eventJson, type SseEvent } from '../../sse.js';
 
 /**
  * The OpenAI Responses API (`POST /v1/responses`, JSON and `stream: true`), the default of the OpenAI

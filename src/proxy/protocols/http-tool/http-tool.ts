@@ -1,5 +1,5 @@
-import type { JsonObject } from '../contracts/common.js';
-import { parseStrictJson } from '../contracts/strict-json.js';
+import type { JsonObject } from '../../../contracts/common.js';
+import { parseStrictJson } from '../../../contracts/strict-json.js';
 
 /**
  * A plain HTTP tool behind `/tools/{name}/*`: the tool is `{name}`, its arguments are what the request

@@ -1,4 +1,5 @@
-import type { ToolResultInput } from '../contracts/runtime.js';
+import type { ProtocolRegistration } from '../registry.js';
+import type { ToolResultInput } from '../../../contracts/runtime.js';
 import {
   classifyLlmEndpoint,
   isModelsRead,
@@ -12,9 +13,9 @@ import {
   type StreamInspector,
   type TextPiece,
   type UpstreamAnswer,
-} from './adapter.js';
-import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from './message-text.js';
-import { eventJson, type SseEvent } from './sse.js';
+} from '../../adapter.js';
+import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from '../../message-text.js';
+import { eventJson, type SseEvent } from '../../sse.js';
 
 const GOVERNED_POST = new Set(['/v1/messages']);
 /** Reads that cost nothing and produce no model text: forwarded with a pre-check row. */
@@ -364,3 +365,11 @@ class AnthropicMessageStream implements StreamInspector {
     return { output: { tool_calls: entries }, toolsCalled: called, askedToolCalls: asked, model: this.model };
   }
 }
+
+/** `/anthropic/*`: the Messages API, forwarded to GOV_UPSTREAM_ANTHROPIC; an unknown path sent with `anthropic-version` is answered in its format. */
+export const anthropic: ProtocolRegistration = {
+  kind: 'anthropic',
+  route: { env: 'GOV_UPSTREAM_ANTHROPIC', url: 'https://api.anthropic.com' },
+  claims: (headers) => headers['anthropic-version'] !== undefined,
+  create: () => new AnthropicAdapter(),
+};

@@ -1,4 +1,4 @@
-import type { Manifest } from '../../contracts/manifest.js';
+import type { Manifest } from '../../../contracts/manifest.js';
 
 export interface FilteredToolsList {
   result: unknown;

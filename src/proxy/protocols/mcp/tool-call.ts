@@ -1,4 +1,4 @@
-import type { JsonObject } from '../../contracts/common.js';
+import type { JsonObject } from '../../../contracts/common.js';
 
 /** The proposed action of a tools/call, read from its params. */
 export interface McpToolCall {
