@@ -2,7 +2,7 @@ import type { Settings } from '../config/settings.js';
 import { agentIdentity } from '../config/agent-identity.js';
 import type { AdapterContext, ProtocolAdapter } from '../proxy/adapter.js';
 import { ADAPTERS } from '../proxy/protocols/registry.js';
-import type { ProxyCore } from '../proxy/governed-call.js';
+import type { ProxyCore } from '../proxy/pipeline/call.js';
 import { ProxyServer } from '../proxy/proxy-server.js';
 import { buildRouteTable, type RouteTable } from '../proxy/routes.js';
 import { ToolCallLinks } from '../proxy/tool-call-links.js';

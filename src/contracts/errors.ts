@@ -17,6 +17,15 @@ export const ERROR_CODES = {
   rate_limited: 429,
   internal_error: 500,
   unavailable: 503,
+  // The sidecar's proxy, in each caller's own API format (src/proxy/protocols): a governance refusal of
+  // the call or of its answer, the audit ledger or the sidecar unable to take the call, and the upstream
+  // it forwards to failing. 502 and 504 are the proxy's alone: only it stands in front of an upstream.
+  governance_blocked: 403,
+  governance_held: 403,
+  ledger_unavailable: 503,
+  shutting_down: 503,
+  upstream_unreachable: 502,
+  upstream_timeout: 504,
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
 

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Framework } from '../contracts/common.js';
+import type { ErrorCode } from '../contracts/errors.js';
 import type { Manifest } from '../contracts/manifest.js';
 import type { ContextItem, ToolCallInput, ToolResultInput } from '../contracts/runtime.js';
 import type { SseEvent } from './sse.js';
@@ -256,7 +257,9 @@ export interface StreamInspector {
   unitsSnapshot(units: readonly number[]): Inspected;
 }
 
-export type ProxyErrorKind =
+/** The proxy's errors: entries of the one error catalogue (contracts/errors.ts), which gives their status. */
+export type ProxyErrorKind = Extract<
+  ErrorCode,
   | 'not_found'
   | 'payload_too_large'
   | 'invalid_json'
@@ -267,7 +270,8 @@ export type ProxyErrorKind =
   | 'upstream_unreachable'
   | 'ledger_unavailable'
   | 'shutting_down'
-  | 'internal_error';
+  | 'internal_error'
+>;
 
 export interface ProxyErrorInfo {
   kind: ProxyErrorKind;

@@ -4,7 +4,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
-import { errorInfo, runCall, sendError, type ProxyCore } from './governed-call.js';
+import { runCall } from './governed-call.js';
+import { errorInfo, sendError } from './pipeline/answers.js';
+import type { ProxyCore } from './pipeline/call.js';
 import { nonIdentityEncoding } from './headers.js';
 import { PROTOCOLS, routePrefix } from './protocols/registry.js';
 import type { RouteTable } from './routes.js';

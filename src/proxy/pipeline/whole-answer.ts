@@ -1,0 +1,41 @@
+import type { Inspected, UpstreamAnswer } from '../adapter.js';
+import { disposition } from '../disposition.js';
+import { callerResponseHeaders } from '../headers.js';
+import { UpstreamFailure, type UpstreamResponse } from '../upstream.js';
+import { answerError, govHeaders, ledgerDown, refusal } from './answers.js';
+import type { ProxyCall, ProxyCore } from './call.js';
+import { postCheckRequest, recordAsked, recordBoth, type PreCheck } from './checks.js';
+import { readWhole, resumed } from './forward.js';
+
+/**
+ * An upstream error answer as the post-check output: it is what the caller will read, so it is checked
+ * too, all of it (the answer is bounded by GOV_PROXY_MAX_ANSWER_BYTES, the row by GOV_AUDIT_MAX_TEXT_CHARS).
+ */
+function errorInspected(a: UpstreamAnswer): Inspected {
+  const error = a.json !== undefined ? a.json : a.body.toString('utf8');
+  return { output: { upstream_status: a.status, error }, toolsCalled: [] };
+}
+
+/** Inspect the whole answer, post-check it, then release it or withhold it. */
+export async function wholeAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse, t0: number): Promise<number | UpstreamFailure> {
+  const read = await readWhole(core, call, up);
+  if (read instanceof UpstreamFailure) return read;
+  const { answer, count } = await resumed(core, call, read);
+  const latency = performance.now() - t0;
+  const adapter = call.route.adapter;
+  const inspected = up.status < 400 ? adapter.inspect(answer, call.proposal) : (adapter.inspectError?.(answer, call.proposal) ?? errorInspected(answer));
+  const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, count > 0 ? { resumed_answer: count } : undefined));
+  const outcome = post.response.decision.outcome;
+  const postId = post.response.envelope_id;
+  const headers = govHeaders(postId, outcome, 'post_check', pre.held.envelopeId);
+  if (!(await post.durable)) return ledgerDown(call);
+  const d = disposition(outcome, core.escalate);
+  if (d !== 'release') return answerError(call, refusal('post', outcome, post.response.decision.reason, postId, d === 'hold'), headers);
+  recordAsked(core, call, inspected.askedToolCalls, postId);
+  const body = adapter.rewriteReleased?.(answer, call.proposal, inspected) ?? answer.body;
+  const out = callerResponseHeaders(up.headers, headers);
+  out['content-length'] = body.length;
+  call.res.writeHead(up.status, out);
+  call.res.end(body);
+  return up.status;
+}
