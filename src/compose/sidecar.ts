@@ -1,6 +1,6 @@
 import type { Settings } from '../config/settings.js';
 import { agentIdentity } from '../config/agent-identity.js';
-import type { AdapterContext, ProtocolAdapter } from '../proxy/adapter.js';
+import type { AdapterContext, Protocol } from '../proxy/protocol.js';
 import { ADAPTERS } from '../proxy/protocols/registry.js';
 import type { ProxyCore } from '../proxy/pipeline/call.js';
 import { ProxyServer } from '../proxy/proxy-server.js';
@@ -65,9 +65,9 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     upstreamTimeoutMs: proxySettings.upstreamTimeoutMs,
     maxAnswerBytes: proxySettings.maxAnswerBytes,
   };
-  const unnamed = new Map<string, ProtocolAdapter | undefined>();
+  const unnamed = new Map<string, Protocol | undefined>();
   const adapterOfKind = (kind: string) => {
-    if (!unnamed.has(kind)) unnamed.set(kind, ADAPTERS[kind]?.({ kind, name: '' }, context));
+    if (!unnamed.has(kind)) unnamed.set(kind, ADAPTERS[kind]?.({ kind, name: '' }, context)[0]);
     return unnamed.get(kind);
   };
   const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, identity: agentIdentity(proxySettings), adapterOfKind });

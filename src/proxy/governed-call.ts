@@ -1,6 +1,6 @@
 import { disposition } from './disposition.js';
 import { mediaType, SSE_TYPE } from './headers.js';
-import type { Inspected } from './adapter.js';
+import type { Inspected } from './protocol.js';
 import { answerError, errorInfo, govHeaders, ledgerBehind, ledgerDown, refusal, upstreamError } from './pipeline/answers.js';
 import { abortReason, type ProxyCall, type ProxyCore } from './pipeline/call.js';
 import { commitBeforeHead, postCheckRequest, preCheck, recordBoth, type PreCheck } from './pipeline/checks.js';
@@ -19,7 +19,7 @@ export { errorInfo, sendError } from './pipeline/answers.js';
  *   admission → pre-check → forward → inspect (whole, or streamed through the guard window) → post-check
  *   → release or withhold
  *
- * The protocol (call.route.adapter) only translates: what the call proposes, what the answer says, how an
+ * The protocol (call.protocol) only translates: what the call proposes, what the answer says, how an
  * error reads in the caller's format. Never throws: every failure ends as an error in the caller's format.
  */
 export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
@@ -64,7 +64,10 @@ async function governed(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promis
   if (call.proposal.toolResults.length > 0 && !(await toolResultsClear(core, call, pre))) {
     return withhold(core, call, pre, { output: {}, toolsCalled: [] }, 0, { forwarded: false, stopped_by: 'tool_results' });
   }
-  if (call.route.adapter.recordBeforeForward?.(call.proposal) === true && !(await pre.durable())) return ledgerDown(call);
+  // A call of a tool the caller itself invokes (MCP tools/call, an HTTP tool) acts on the world: its
+  // pre-check row is durable before the upstream sees it. An LLM call's commits with its post-check, one
+  // ledger commit per call: a crash in between loses only a call whose answer nobody received.
+  if (call.proposal.action !== undefined && !(await pre.durable())) return ledgerDown(call);
 
   const t0 = performance.now();
   const sent = forward(core, call);
@@ -77,8 +80,8 @@ async function governed(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promis
   }
   const refused = refusedHead(up);
   if (refused !== null) return failedUpstream(core, call, pre, refused, performance.now() - t0);
-  if (up.status < 300 && mediaType(up.headers['content-type']) === SSE_TYPE && call.route.adapter.openStream !== undefined) {
-    return streamedAnswer(core, call, pre, up, t0);
+  if (up.status < 300 && call.protocol.openStream !== undefined && mediaType(up.headers['content-type']) === SSE_TYPE) {
+    return streamedAnswer(core, call, pre, up, t0, call.protocol.openStream(call.proposal));
   }
   const released = await wholeAnswer(core, call, pre, up, t0);
   return released instanceof UpstreamFailure ? failedUpstream(core, call, pre, released, performance.now() - t0) : released;

@@ -1,7 +1,7 @@
 import { nestsDeeperThan } from './json-nesting.js';
 import type { ContextItem, ToolCallInput } from '../contracts/runtime.js';
 import { parseStrictJson } from '../contracts/strict-json.js';
-import type { AskedToolCall } from './adapter.js';
+import type { AskedToolCall } from './protocol.js';
 
 /** Shared readers for the loosely typed JSON of provider requests and answers. */
 

@@ -2,7 +2,7 @@ import { parseStrictJson } from '../contracts/strict-json.js';
 import type { AgentIdentity } from '../config/agent-identity.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ProposalError, type CallContext, type Proposal, type ProtocolAdapter } from './adapter.js';
+import { ProposalError, type CallContext, type Proposal, type Protocol } from './protocol.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from './json-nesting.js';
 import { runCall } from './governed-call.js';
 import { errorInfo, sendError } from './pipeline/answers.js';
@@ -17,7 +17,7 @@ export interface ProxyServerOptions {
   /** Who callers may say they are (X-Agent-ID). */
   identity: AgentIdentity;
   /** An adapter of a kind, to answer a path that matches no route in that kind's format (`/mcp/nope`). */
-  adapterOfKind?: (kind: string) => ProtocolAdapter | undefined;
+  adapterOfKind?: (kind: string) => Protocol | undefined;
 }
 
 /** `/openai/*, /anthropic/*, /mcp/{name}/*, /tools/{name}/*`: every route shape of the registry. */
@@ -33,7 +33,7 @@ export class ProxyServer {
   private draining = false;
   private readonly callsInFlight = () => this.inFlight.size;
   /** The adapter of each fixed route by kind, to answer a path no route matches in its kind's format. */
-  private readonly fixed = new Map<string, ProtocolAdapter>();
+  private readonly fixed = new Map<string, Protocol>();
 
   constructor(
     private readonly core: ProxyCore,
@@ -95,7 +95,7 @@ export class ProxyServer {
    * The format of an answer to a path no route serves: the kind whose prefix the path starts with, else
    * the kind whose headers it carries (registry `claims`), else the first fixed route's.
    */
-  private adapterForUnknown(req: IncomingMessage): ProtocolAdapter {
+  private adapterForUnknown(req: IncomingMessage): Protocol {
     const url = req.url ?? '';
     for (const p of PROTOCOLS) {
       const hit = 'segment' in p.route ? url.startsWith(`/${p.route.segment}/`) : url.startsWith(`/${p.kind}`);
@@ -109,7 +109,7 @@ export class ProxyServer {
     return this.fixed.values().next().value ?? this.routes.routes[0].adapter;
   }
 
-  private adapterOf(kind: string): ProtocolAdapter | undefined {
+  private adapterOf(kind: string): Protocol | undefined {
     return this.fixed.get(kind) ?? this.opts.adapterOfKind?.(kind);
   }
 
@@ -135,8 +135,16 @@ export class ProxyServer {
       req.resume();
       return;
     }
-    const adapter = match.route.adapter;
-    const mode = adapter.classify(method, match.restPathname);
+    // The route's first protocol that takes the path serves the call.
+    let adapter = match.route.adapter;
+    let mode: 'governed' | 'pass' | null = null;
+    for (const p of match.route.protocols) {
+      mode = p.classify(method, match.restPathname);
+      if (mode !== null) {
+        adapter = p;
+        break;
+      }
+    }
     if (mode === null) {
       sendError(res, adapter, errorInfo('not_found', `${method} ${match.restPathname} is not a path the ${match.route.kind} route governs, so it is not forwarded`));
       req.resume();
@@ -204,9 +212,9 @@ export class ProxyServer {
             throw e;
           }
         } else {
-          proposal = { model: null, input: '', user: null, stream: false, toolResults: [], metadata: { route: ctx.route, endpoint: ctx.pathname, method, governed: false } };
+          proposal = { model: null, input: '', user: null, stream: false, toolResults: [], metadata: { route: ctx.route, endpoint: ctx.pathname, method, governed: false }, state: undefined };
         }
-        return runCall(this.core, { req, res, route: match.route, ctx, upstreamPath: match.upstreamPath, body, mode, proposal, abort, callsInFlight: this.callsInFlight });
+        return runCall(this.core, { req, res, route: match.route, protocol: adapter, ctx, upstreamPath: match.upstreamPath, body, mode, proposal, abort, callsInFlight: this.callsInFlight });
       })
       .catch((e: unknown) => {
         this.core.logger.error({ err: { message: (e as Error).message } }, 'proxy request failed');
@@ -215,7 +223,7 @@ export class ProxyServer {
       .finally(() => this.inFlight.delete(req));
   }
 
-  private tooLarge(req: IncomingMessage, res: ServerResponse, adapter: ProtocolAdapter): void {
+  private tooLarge(req: IncomingMessage, res: ServerResponse, adapter: Protocol): void {
     // The rest of the body is not read: close the connection after the answer instead of draining it.
     res.setHeader('connection', 'close');
     sendError(res, adapter, errorInfo('payload_too_large', `request body exceeds GOV_MAX_BODY_BYTES (${this.opts.maxBodyBytes} bytes)`));

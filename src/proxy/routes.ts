@@ -1,5 +1,5 @@
 import { SettingsError, type ProxySettings } from '../config/settings.js';
-import type { AdapterContext, AdapterFactory, ProtocolAdapter } from './adapter.js';
+import type { AdapterContext, AdapterFactory, Protocol } from './protocol.js';
 import { PROTOCOLS, routePrefix } from './protocols/registry.js';
 import { parseTarget, type UpstreamTarget } from './upstream.js';
 
@@ -11,7 +11,10 @@ export interface ProxyRoute {
   target: UpstreamTarget;
   /** Upstream timeout of this route (a named route may set its own). */
   timeoutMs: number;
-  adapter: ProtocolAdapter;
+  /** The protocols served here, tried in order by classify() (OpenAI: Chat Completions, then the Responses API). */
+  protocols: readonly Protocol[];
+  /** The first of them: it answers, in its format, what no protocol of the route takes. */
+  adapter: Protocol;
 }
 
 export interface RouteMatch {
@@ -125,13 +128,15 @@ export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<
   for (const u of all) {
     const factory = adapters[u.kind];
     if (factory === undefined) throw new SettingsError(`route ${routePrefix(u.kind, u.name)}: no ${u.kind} adapter in this build, refusing to forward its traffic ungoverned`);
+    const protocols = factory({ kind: u.kind, name: u.name }, context);
     routes.push({
       kind: u.kind,
       name: u.name,
       prefix: routePrefix(u.kind, u.name),
       target: parseTarget(u.url),
       timeoutMs: u.timeoutMs ?? proxy.upstreamTimeoutMs,
-      adapter: factory({ kind: u.kind, name: u.name }, context),
+      protocols,
+      adapter: protocols[0],
     });
   }
   return new RouteTable(routes);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Inspected, StreamInspector } from './adapter.js';
+import type { Inspected, StreamInspector } from './protocol.js';
 import type { SseEvent } from './sse.js';
 
 /** Verdict of one check on a draft: may the content it covers be delivered? */

@@ -4,7 +4,7 @@ import { decodeSseMessages, encodeSseMessage, readMcpResponseMessages, sseEventM
 import { mcpMethodTreatment } from '../../src/proxy/protocols/mcp/method-policy.js';
 import { filterToolsListResult } from '../../src/proxy/protocols/mcp/tools-list-filter.js';
 import { mcpToolResultOutput, readToolCallParams } from '../../src/proxy/protocols/mcp/tool-call.js';
-import { McpAdapter } from '../../src/proxy/protocols/mcp/adapter.js';
+import { McpAdapter } from '../../src/proxy/protocols/mcp/protocol.js';
 import { SseParser, type SseEvent } from '../../src/proxy/sse.js';
 import { ToolCallLinks } from '../../src/proxy/tool-call-links.js';
 import type { PostCheckRequest, PreCheckRequest } from '../../src/contracts/runtime.js';

@@ -338,11 +338,14 @@ t.test('a function call a released answer asked for is linked to the HTTP tool c
 });
 
 t.test('reads of stored output are never forwarded', async (t) => {
-  const { OpenAiAdapter } = await import('../../src/proxy/protocols/openai-chat/adapter.js');
-  const adapter = new OpenAiAdapter();
+  const { ADAPTERS } = await import('../../src/proxy/protocols/registry.js');
+  const { ToolCallLinks } = await import('../../src/proxy/tool-call-links.js');
+  // The /openai route's protocols in order, as the listener tries them: the first that takes a path serves it.
+  const protocols = ADAPTERS.openai({ kind: 'openai', name: 'openai' }, { manifest: () => null, links: new ToolCallLinks() });
+  const classify = (method: string, path: string) => protocols.map((p) => p.classify(method, path)).find((m) => m !== null) ?? null;
   for (const path of ['/v1/responses/resp_1', '/v1/chat/completions/chatcmpl_1/messages', '/v1/conversations/conv_1/items', '/v1/conversations']) {
-    t.equal(adapter.classify('GET', path), null, `GET ${path}`);
+    t.equal(classify('GET', path), null, `GET ${path}`);
   }
-  t.equal(adapter.classify('GET', '/v1/models'), 'pass', 'plain reads still pass');
-  t.equal(adapter.classify('POST', '/v1/chat/completions'), 'governed');
+  t.equal(classify('GET', '/v1/models'), 'pass', 'plain reads still pass');
+  t.equal(classify('POST', '/v1/chat/completions'), 'governed');
 });

@@ -1,9 +1,9 @@
 // Unit behaviour of the SSE parser and the streaming guard window (src/proxy/sse.ts, stream-guard.ts).
 import t from 'tap';
-import { OpenAiAdapter } from '../../src/proxy/protocols/openai-chat/adapter.js';
+import { ChatCompletions } from '../../src/proxy/protocols/openai-chat/protocol.js';
 import { SseParser, type SseEvent } from '../../src/proxy/sse.js';
 import { StreamGuard, type DraftVerdict } from '../../src/proxy/stream-guard.js';
-import type { Inspected, Proposal, StreamEventView, StreamInspector } from '../../src/proxy/adapter.js';
+import type { Inspected, StreamEventView, StreamInspector } from '../../src/proxy/protocol.js';
 import { openAiStream } from '../helpers/mock-upstreams.js';
 
 function parseAll(bytes: Buffer, cut: number): SseEvent[] {
@@ -50,9 +50,7 @@ function check(draft: Inspected): DraftVerdict {
 }
 
 function run(text: string, windowChars: number, size: number) {
-  const adapter = new OpenAiAdapter();
-  // A chat-completions call: no Responses state on the proposal.
-  const inspector = adapter.openStream({ state: undefined } as unknown as Proposal);
+  const inspector = new ChatCompletions().openStream();
   let delivered = '';
   const lags: number[] = [];
   let seen = 0;
@@ -145,6 +143,7 @@ function scriptedInspector(): StreamInspector {
     finish: () => [],
     snapshot: () => ({ output: { text: [...texts.values()].join('\n') }, toolsCalled: [] }),
     unitsSnapshot: () => ({ output: {}, toolsCalled: [] }),
+    errorEvent: () => '',
   };
 }
 

@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Outcome } from '../../contracts/common.js';
 import { ERROR_CODES } from '../../contracts/errors.js';
-import type { Proposal, ProtocolAdapter, ProxyErrorInfo, ProxyErrorKind } from '../adapter.js';
+import type { Proposal, Protocol, ProxyErrorInfo, ProxyErrorKind } from '../protocol.js';
 import type { UpstreamFailure } from '../upstream.js';
 import { abortReason, type ProxyCall, type ProxyCore } from './call.js';
 
@@ -20,7 +20,7 @@ export function errorInfo(kind: ProxyErrorKind, message: string, envelopeId?: st
 }
 
 /** Answers with an error in the caller's API format; headers already sent means the stream is cut instead. */
-export function sendError(res: ServerResponse, adapter: ProtocolAdapter, err: ProxyErrorInfo, extra: OutgoingHttpHeaders = {}, proposal?: Proposal): void {
+export function sendError(res: ServerResponse, adapter: Protocol, err: ProxyErrorInfo, extra: OutgoingHttpHeaders = {}, proposal?: Proposal): void {
   if (res.headersSent) {
     if (!res.writableEnded) res.end();
     return;
@@ -33,9 +33,12 @@ export function sendError(res: ServerResponse, adapter: ProtocolAdapter, err: Pr
   res.end(body);
 }
 
-/** Answers the call with an error in its caller's format; returns the status for the call's metrics. */
+/**
+ * Answers the call with an error in its caller's format; returns the status for the call's metrics. The
+ * protocol sees the proposal of a governed call only: a pass-through call's carries no state of its own.
+ */
 export function answerError(call: ProxyCall, err: ProxyErrorInfo, headers: OutgoingHttpHeaders = {}): number {
-  sendError(call.res, call.route.adapter, err, headers, call.proposal);
+  sendError(call.res, call.protocol, err, headers, call.mode === 'governed' ? call.proposal : undefined);
   return err.status;
 }
 
@@ -45,11 +48,17 @@ export function govHeaders(envelopeId: string, outcome: Outcome, phase: 'pre_che
   return h;
 }
 
-/** A governance refusal: of the call before it was forwarded (`pre`), or of the upstream's answer (`post`). */
-export function refusal(kind: 'pre' | 'post', outcome: Outcome, reason: string, envelopeId: string, held: boolean): ProxyErrorInfo {
-  if (held) return errorInfo('governance_held', `held for human review (${outcome}): ${reason} (review envelope ${envelopeId})`, envelopeId);
-  const what = kind === 'pre' ? 'governance blocked this call before it reached the upstream' : "governance withheld the upstream's answer";
-  return errorInfo('governance_blocked', `${what}: ${reason} (envelope ${envelopeId})`, envelopeId);
+/**
+ * A governance refusal: of the call before it was forwarded (`pre`), or after the post-check (`post`).
+ * `withheld`: the refusal is of an answer the protocol read, which its error format may tell apart from a
+ * refused call (MCP -32051, the HTTP tool's governance_withheld).
+ */
+export function refusal(kind: 'pre' | 'post', outcome: Outcome, reason: string, envelopeId: string, held: boolean, withheld = false): ProxyErrorInfo {
+  const err = held
+    ? errorInfo('governance_held', `held for human review (${outcome}): ${reason} (review envelope ${envelopeId})`, envelopeId)
+    : errorInfo('governance_blocked', `${kind === 'pre' ? 'governance blocked this call before it reached the upstream' : "governance withheld the upstream's answer"}: ${reason} (envelope ${envelopeId})`, envelopeId);
+  if (withheld) err.withheld = true;
+  return err;
 }
 
 /** The ledger refused a row: the answer names no envelope, since a refused row's id leads nowhere. */

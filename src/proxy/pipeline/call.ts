@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Governor } from '../../runtime/governor.js';
 import type { GovMetrics } from '../../telemetry/metrics.js';
-import type { CallContext, Proposal } from '../adapter.js';
+import type { CallContext, Proposal, Protocol } from '../protocol.js';
 import type { EscalatePolicy } from '../disposition.js';
 import type { ProxyRoute } from '../routes.js';
 import type { ToolCallLinks } from '../tool-call-links.js';
@@ -28,6 +28,8 @@ export interface ProxyCall {
   res: ServerResponse;
   req: IncomingMessage;
   route: ProxyRoute;
+  /** The route's protocol that took the call's path (routes.ts). */
+  protocol: Protocol;
   ctx: CallContext;
   /** Path and query requested from the upstream. */
   upstreamPath: string;

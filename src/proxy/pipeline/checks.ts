@@ -2,7 +2,7 @@ import type { PostCheckRequest, PostCheckResponse, PreCheckRequest, PreCheckResp
 import { fromPreCheck } from '../../engine/normalize.js';
 import type { ExternalDetectorVerdict } from '../../engine/types.js';
 import type { ClassifierCache, Decided, HeldPreCheck } from '../../runtime/governor.js';
-import type { AskedToolCall, Inspected } from '../adapter.js';
+import type { AskedToolCall, Inspected } from '../protocol.js';
 import { disposition } from '../disposition.js';
 import { clip } from '../message-text.js';
 import type { ProxyCall, ProxyCore } from './call.js';
@@ -12,7 +12,7 @@ function preCheckRequest(call: ProxyCall): PreCheckRequest {
   const p = call.proposal;
   const req: PreCheckRequest = {
     agent_id: call.ctx.agentId,
-    framework: call.route.adapter.framework,
+    framework: call.protocol.framework,
     params: p.action?.params ?? {},
     user: clip(p.user ?? 'unknown', 500),
     input: p.input,

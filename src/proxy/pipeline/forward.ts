@@ -1,5 +1,5 @@
 import { jsonTextHazard } from '../../contracts/strict-json.js';
-import type { AnswerResumption, UpstreamAnswer } from '../adapter.js';
+import type { AnswerResumption, UpstreamAnswer } from '../protocol.js';
 import { mediaType, nonIdentityEncoding, upstreamRequestHeaders } from '../headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from '../json-nesting.js';
 import type { SseEvent } from '../sse.js';
@@ -69,8 +69,7 @@ export async function readWhole(core: ProxyCore, call: ProxyCall, up: UpstreamRe
   if (nestsDeeperThan(raw)) return new UpstreamFailure('unreadable', `the upstream's answer nests deeper than ${MAX_JSON_NESTING} levels`);
   const contentType = String(up.headers['content-type'] ?? '');
   const answer: UpstreamAnswer = { status: up.status, headers: up.headers, body: raw, json: parseJson(raw, contentType) };
-  const adapter = call.route.adapter;
-  if (up.status < 300 && ((adapter.answersInJson === true && answer.json === undefined) || adapter.canRead?.(answer) === false)) {
+  if (up.status < 300 && call.protocol.canRead?.(answer) === false) {
     return new UpstreamFailure('unreadable', `the upstream's ${up.status} answer cannot be read as its content-type says (${contentType || 'none'}), so the sidecar cannot inspect it`);
   }
   return answer;
@@ -80,13 +79,13 @@ export async function readWhole(core: ProxyCore, call: ProxyCall, up: UpstreamRe
 const MAX_RESUMPTIONS = 5;
 
 /**
- * The answer completed by the resumptions its protocol asks for (ProtocolAdapter.resumeAnswer), and how
+ * The answer completed by the resumptions its protocol asks for (Protocol.resumeAnswer), and how
  * many were made. The resumed events count against the same size bound as the answer they complete.
  */
 export async function resumed(core: ProxyCore, call: ProxyCall, answer: UpstreamAnswer): Promise<{ answer: UpstreamAnswer; count: number }> {
-  const adapter = call.route.adapter;
+  const protocol = call.protocol;
   let count = 0;
-  for (let r = answer.status < 300 ? adapter.resumeAnswer?.(answer, call.proposal) : null; r != null && count < MAX_RESUMPTIONS; r = adapter.resumeAnswer?.(answer, call.proposal)) {
+  for (let r = answer.status < 300 ? protocol.resumeAnswer?.(answer, call.proposal) : null; r != null && count < MAX_RESUMPTIONS; r = protocol.resumeAnswer?.(answer, call.proposal)) {
     count++;
     const more = await resumeBody(core, call, r, core.maxAnswerBytes - answer.body.length);
     if (more === null) break;

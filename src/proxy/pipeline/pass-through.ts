@@ -1,4 +1,4 @@
-import type { Inspected } from '../adapter.js';
+import type { Inspected } from '../protocol.js';
 import { callerResponseHeaders, mediaType, SSE_TYPE } from '../headers.js';
 import type { SseEvent } from '../sse.js';
 import { classifyUpstreamError, discardBody, isRedirect, redirectFailure, UpstreamFailure, type UpstreamResponse } from '../upstream.js';
@@ -32,7 +32,7 @@ export async function passThrough(core: ProxyCore, call: ProxyCall, pre: PreChec
   }
   call.res.writeHead(up.status, callerResponseHeaders(up.headers, headers));
   const sse = up.status < 300 && mediaType(up.headers['content-type']) === SSE_TYPE;
-  const filter = sse ? (call.route.adapter.passStreamFilter?.(call.ctx, (text) => serverTextReleased(core, call, pre, text)) ?? null) : null;
+  const filter = sse ? (call.protocol.passStreamFilter?.(call.ctx, (text) => serverTextReleased(core, call, pre, text)) ?? null) : null;
   if (filter === null ? await copied(call, up) : !((await readSse(call, up.body, new FilteredEvents(call, filter), Infinity)) instanceof UpstreamFailure)) call.res.end();
   else call.res.destroy();
   return up.status;

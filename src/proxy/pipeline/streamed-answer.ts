@@ -1,4 +1,4 @@
-import type { Inspected, ProtocolAdapter } from '../adapter.js';
+import type { Inspected, StreamInspector } from '../protocol.js';
 import { disposition } from '../disposition.js';
 import { callerResponseHeaders } from '../headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from '../json-nesting.js';
@@ -32,11 +32,9 @@ class GuardedEvents implements SseSink {
  * (carrying the pre-check envelope); the final decision arrives as trailers and, when something is
  * withheld, as a provider-format error event that ends the stream.
  */
-export async function streamedAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse, t0: number): Promise<number> {
+export async function streamedAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse, t0: number, inspector: StreamInspector): Promise<number> {
   const g = core.governor;
-  const adapter: ProtocolAdapter = call.route.adapter;
   const res = call.res;
-  const inspector = adapter.openStream!(call.proposal);
   const check = (draft: Inspected, latencyMs = 0) => (draftReleased(core, call, pre, draft, latencyMs) ? ('pass' as const) : ('withhold' as const));
 
   // The head names the pre-check envelope, so its row must be durable before the first byte leaves.
@@ -99,17 +97,16 @@ export async function streamedAnswer(core: ProxyCore, call: ProxyCall, pre: PreC
 
   if (aborted === 'client_closed') return 499;
   if (!committed) {
-    res.write(adapter.streamErrorEvent(errorInfo('ledger_unavailable', 'the audit ledger could not record this answer, so its rest was not released'), call.proposal));
+    res.write(inspector.errorEvent(errorInfo('ledger_unavailable', 'the audit ledger could not record this answer, so its rest was not released')));
   } else if (capped) {
-    res.write(adapter.streamErrorEvent(errorInfo('upstream_unreachable', `${failure!.message} (envelope ${postId})`, postId), call.proposal));
+    res.write(inspector.errorEvent(errorInfo('upstream_unreachable', `${failure!.message} (envelope ${postId})`, postId)));
   } else if (releaseRest) {
     if (failure !== null) {
       const kind = aborted === 'shutdown' ? 'shutting_down' : failure.kind === 'timeout' ? 'upstream_timeout' : 'upstream_unreachable';
-      res.write(adapter.streamErrorEvent(errorInfo(kind, `${failure.message} (envelope ${postId})`, postId), call.proposal));
+      res.write(inspector.errorEvent(errorInfo(kind, `${failure.message} (envelope ${postId})`, postId)));
     }
   } else {
-    const err = refusal('post', outcome, post.response.decision.reason, postId, disposition(outcome, core.escalate) === 'hold');
-    res.write(adapter.streamErrorEvent(err, call.proposal));
+    res.write(inspector.errorEvent(refusal('post', outcome, post.response.decision.reason, postId, disposition(outcome, core.escalate) === 'hold', true)));
   }
   // Only a committed row is named: the trailers stay empty when the ledger refused it.
   if (committed) res.addTrailers({ [T_FINAL_ENVELOPE]: postId, [T_FINAL_DECISION]: outcome });

@@ -1,4 +1,4 @@
-import type { Inspected, UpstreamAnswer } from '../adapter.js';
+import type { Inspected, UpstreamAnswer } from '../protocol.js';
 import { disposition } from '../disposition.js';
 import { callerResponseHeaders } from '../headers.js';
 import { UpstreamFailure, type UpstreamResponse } from '../upstream.js';
@@ -18,21 +18,23 @@ function errorInspected(a: UpstreamAnswer): Inspected {
 
 /** Inspect the whole answer, post-check it, then release it or withhold it. */
 export async function wholeAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse, t0: number): Promise<number | UpstreamFailure> {
-  const read = await readWhole(core, call, up);
-  if (read instanceof UpstreamFailure) return read;
-  const { answer, count } = await resumed(core, call, read);
+  const whole = await readWhole(core, call, up);
+  if (whole instanceof UpstreamFailure) return whole;
+  const { answer, count } = await resumed(core, call, whole);
   const latency = performance.now() - t0;
-  const adapter = call.route.adapter;
-  const inspected = up.status < 400 ? adapter.inspect(answer, call.proposal) : (adapter.inspectError?.(answer, call.proposal) ?? errorInspected(answer));
+  const protocol = call.protocol;
+  // Read by its protocol (which also says whether an error answer is its output), else as an upstream error.
+  const read = up.status < 400 || protocol.readsErrors === true;
+  const inspected = read ? protocol.inspect(answer, call.proposal) : errorInspected(answer);
   const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, count > 0 ? { resumed_answer: count } : undefined));
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;
   const headers = govHeaders(postId, outcome, 'post_check', pre.held.envelopeId);
   if (!(await post.durable)) return ledgerDown(call);
   const d = disposition(outcome, core.escalate);
-  if (d !== 'release') return answerError(call, refusal('post', outcome, post.response.decision.reason, postId, d === 'hold'), headers);
+  if (d !== 'release') return answerError(call, refusal('post', outcome, post.response.decision.reason, postId, d === 'hold', read), headers);
   recordAsked(core, call, inspected.askedToolCalls, postId);
-  const body = adapter.rewriteReleased?.(answer, call.proposal, inspected) ?? answer.body;
+  const body = protocol.rewriteReleased?.(answer, call.proposal, inspected) ?? answer.body;
   const out = callerResponseHeaders(up.headers, headers);
   out['content-length'] = body.length;
   call.res.writeHead(up.status, out);

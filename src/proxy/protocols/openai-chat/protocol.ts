@@ -1,6 +1,6 @@
-import type { ProtocolRegistration } from '../registry.js';
 import type { ToolResultInput } from '../../../contracts/runtime.js';
 import {
+  answerIsJson,
   classifyLlmEndpoint,
   isModelsRead,
   ProposalError,
@@ -8,28 +8,19 @@ import {
   type CallContext,
   type Inspected,
   type Proposal,
-  type ProtocolAdapter,
+  type Protocol,
   type ProxyErrorInfo,
   type StreamEventView,
   type StreamInspector,
   type TextPiece,
   type UpstreamAnswer,
-} from '../../adapter.js';
+} from '../../protocol.js';
 import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from '../../message-text.js';
-import {
-  inspectResponse,
-  isResponsesProposal,
-  openResponsesStream,
-  proposeResponses,
-  RESPONSES_PASS_POST,
-  RESPONSES_POST,
-  responsesStreamErrorEvent,
-} from '../openai-responses/adapter.js';
 import { eventJson, type SseEvent } from '../../sse.js';
 
-const GOVERNED_POST = new Set(['/v1/chat/completions', '/chat/completions', ...RESPONSES_POST]);
+const GOVERNED_POST = new Set(['/v1/chat/completions', '/chat/completions']);
 /** Endpoints that only read or embed, forwarded with a pre-check row and no output inspection. */
-const PASS_POST = new Set(['/v1/embeddings', '/v1/moderations', ...RESPONSES_PASS_POST]);
+const PASS_POST = new Set(['/v1/embeddings', '/v1/moderations']);
 
 const ERROR_TYPES: Record<ProxyErrorInfo['kind'], { type: string; code: string }> = {
   not_found: { type: 'invalid_request_error', code: 'not_found' },
@@ -45,14 +36,20 @@ const ERROR_TYPES: Record<ProxyErrorInfo['kind'], { type: string; code: string }
   internal_error: { type: 'api_error', code: 'internal_error' },
 };
 
-function errorFields(err: ProxyErrorInfo): { message: string; type: string; code: string } {
+/** An error as OpenAI's `error` object fields (also the Responses API's stream `error` event). */
+export function openAiErrorFields(err: ProxyErrorInfo): { message: string; type: string; code: string } {
   const t = ERROR_TYPES[err.kind];
   return { message: err.message, type: t.type, code: t.code };
 }
 
 function errorObject(err: ProxyErrorInfo): Json {
-  const f = errorFields(err);
+  const f = openAiErrorFields(err);
   return { error: { message: f.message, type: f.type, param: null, code: f.code } };
+}
+
+/** An error in OpenAI's format, for every API of the `/openai` route. */
+export function openAiErrorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
+  return { contentType: 'application/json', body: JSON.stringify(errorObject(err)) };
 }
 
 interface ToolCallDraft {
@@ -62,16 +59,15 @@ interface ToolCallDraft {
 }
 
 /**
- * OpenAI Chat Completions (`POST /v1/chat/completions`, JSON and `stream: true`) and, through
- * openai-responses.ts, the Responses API (`POST /v1/responses`). Everything else under /openai is either
- * the models list or an embedding/moderation call, forwarded with a pre-check row, or refused: an
- * endpoint that generates text this adapter cannot read is not forwarded ungoverned, and neither is
- * stored output read back (`GET /v1/responses/{id}`, a batch's output file).
+ * OpenAI Chat Completions (`POST /v1/chat/completions`, JSON and `stream: true`). It shares the `/openai`
+ * route with the Responses API (protocols/openai-responses); everything else under /openai is either the
+ * models list or an embedding/moderation call, forwarded with a pre-check row, or refused: an endpoint
+ * that generates text neither protocol can read is not forwarded ungoverned, and neither is stored output
+ * read back (`GET /v1/responses/{id}`, a batch's output file).
  */
-export class OpenAiAdapter implements ProtocolAdapter {
-  readonly kind = 'openai';
-  readonly answersInJson = true;
+export class ChatCompletions implements Protocol<undefined> {
   readonly framework = 'OpenAI Agents' as const;
+  readonly canRead = answerIsJson;
 
   /**
    * Case-insensitive: OpenAI's paths are lower-case, and `/V1/Responses` is governed as the Responses
@@ -81,9 +77,7 @@ export class OpenAiAdapter implements ProtocolAdapter {
     return classifyLlmEndpoint(method, pathname.toLowerCase(), GOVERNED_POST, PASS_POST, isModelsRead);
   }
 
-  propose(body: unknown, call: CallContext): Proposal {
-    // Lower-cased as in classify(), so that `/V1/Responses` is read as the Responses call it was governed as.
-    if (RESPONSES_POST.has(call.pathname.toLowerCase())) return proposeResponses(body, call);
+  propose(body: unknown, call: CallContext): Proposal<undefined> {
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
     const { input, lastUser, inputAt } = lastUserInput(messages, contentText);
@@ -130,11 +124,11 @@ export class OpenAiAdapter implements ProtocolAdapter {
       toolResults,
       context,
       metadata: { route: call.route, endpoint: call.pathname, stream, declared_tools: declared, messages: messages.length },
+      state: undefined,
     };
   }
 
-  inspect(res: UpstreamAnswer, proposal: Proposal): Inspected {
-    if (isResponsesProposal(proposal)) return inspectResponse(res);
+  inspect(res: UpstreamAnswer): Inspected {
     const j = isObject(res.json) ? res.json : {};
     const choices = Array.isArray(j.choices) ? j.choices : [];
     const texts: string[] = [];
@@ -182,18 +176,12 @@ export class OpenAiAdapter implements ProtocolAdapter {
     };
   }
 
-  openStream(proposal: Proposal): StreamInspector {
-    return isResponsesProposal(proposal) ? openResponsesStream(proposal) : new OpenAiChatStream();
+  openStream(): StreamInspector {
+    return new OpenAiChatStream();
   }
 
   errorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
-    return { contentType: 'application/json', body: JSON.stringify(errorObject(err)) };
-  }
-
-  /** The SDK's stream reader throws an APIError for a data event carrying `error` (Responses: an `error` event). */
-  streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string {
-    if (isResponsesProposal(proposal)) return responsesStreamErrorEvent(errorFields(err), proposal);
-    return `data: ${JSON.stringify(errorObject(err))}\n\n`;
+    return openAiErrorBody(err);
   }
 }
 
@@ -315,6 +303,11 @@ class OpenAiChatStream implements StreamInspector {
     };
   }
 
+  /** The SDK's stream reader throws an APIError for a data event carrying `error`. */
+  errorEvent(err: ProxyErrorInfo): string {
+    return `data: ${JSON.stringify(errorObject(err))}\n\n`;
+  }
+
   unitsSnapshot(units: readonly number[]): Inspected {
     const picked: ToolCallDraft[] = [];
     for (const u of units) {
@@ -326,9 +319,3 @@ class OpenAiChatStream implements StreamInspector {
   }
 }
 
-/** `/openai/*`: Chat Completions and the Responses API, forwarded to GOV_UPSTREAM_OPENAI. */
-export const openai: ProtocolRegistration = {
-  kind: 'openai',
-  route: { env: 'GOV_UPSTREAM_OPENAI', url: 'https://api.openai.com' },
-  create: () => new OpenAiAdapter(),
-};

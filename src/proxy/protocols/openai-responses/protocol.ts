@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { ToolResultInput } from '../../../contracts/runtime.js';
-import { ProposalError, streamEventView, type CallContext, type Inspected, type Proposal, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from '../../adapter.js';
+import { answerIsJson, ProposalError, streamEventView, type CallContext, type Inspected, type Proposal, type Protocol, type ProxyErrorInfo, type StreamEventView, type StreamInspector, type TextPiece, type UpstreamAnswer } from '../../protocol.js';
+import { openAiErrorBody, openAiErrorFields } from '../openai-chat/protocol.js';
 import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from '../../message-text.js';
 import { eventJson, type SseEvent } from '../../sse.js';
 
 /**
  * The OpenAI Responses API (`POST /v1/responses`, JSON and `stream: true`), the default of the OpenAI
- * Agents SDK. Served by the OpenAI adapter (openai.ts), which hands a call here by its path and, after
- * propose(), by its proposal's state.
+ * Agents SDK. It shares the `/openai` route with Chat Completions (protocols/registry.ts), which takes
+ * the paths this protocol does not classify.
  *
  * The answer is a list of typed output items: `message` (`output_text` and `refusal` parts), `reasoning`
  * (summary and reasoning text), `function_call` and `custom_tool_call` (tools the agent runs), and the
@@ -16,18 +17,37 @@ import { eventJson, type SseEvent } from '../../sse.js';
  */
 
 /** Paths governed as Responses API calls. */
-export const RESPONSES_POST: ReadonlySet<string> = new Set(['/v1/responses', '/responses']);
+const RESPONSES_POST: ReadonlySet<string> = new Set(['/v1/responses', '/responses']);
 /** Counting a request's input tokens produces no model text: forwarded with a pre-check row. */
-export const RESPONSES_PASS_POST: ReadonlySet<string> = new Set(['/v1/responses/input_tokens', '/responses/input_tokens']);
+const RESPONSES_PASS_POST: ReadonlySet<string> = new Set(['/v1/responses/input_tokens', '/responses/input_tokens']);
 
-/** Per-call state carried in the proposal: marks the call as a Responses call, and numbers our error event. */
-export class ResponsesCall {
-  /** Highest `sequence_number` seen in the upstream's stream; our error event takes the next one. */
-  sequence = -1;
-}
+/** The Responses API as a protocol: its own paths only; its errors in OpenAI's format. */
+export class ResponsesApi implements Protocol<undefined> {
+  readonly framework = 'OpenAI Agents' as const;
+  readonly canRead = answerIsJson;
 
-export function isResponsesProposal(p: Proposal | undefined): boolean {
-  return p !== undefined && p.state instanceof ResponsesCall;
+  /** Case-insensitive, as Chat Completions: `/V1/Responses` is governed as the call the upstream may take it for. */
+  classify(method: string, pathname: string): 'governed' | 'pass' | null {
+    if (method !== 'POST') return null;
+    const p = pathname.toLowerCase();
+    return RESPONSES_POST.has(p) ? 'governed' : RESPONSES_PASS_POST.has(p) ? 'pass' : null;
+  }
+
+  propose(body: unknown, call: CallContext): Proposal<undefined> {
+    return proposeResponses(body, call);
+  }
+
+  inspect(res: UpstreamAnswer): Inspected {
+    return inspectResponse(res);
+  }
+
+  openStream(): StreamInspector {
+    return new ResponseReader();
+  }
+
+  errorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
+    return openAiErrorBody(err);
+  }
 }
 
 /** Name of a call item as the manifest sees it: its own name, or for a hosted tool its type without `_call`. */
@@ -74,7 +94,7 @@ function instructionsText(v: unknown): string {
  * other `*_call_output` items) are this turn's tool results. `instructions` (the developer's system
  * prompt, like a chat `system` message not scanned as user input) is recorded by length and SHA-256.
  */
-export function proposeResponses(body: unknown, call: CallContext): Proposal {
+function proposeResponses(body: unknown, call: CallContext): Proposal<undefined> {
   if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
   if (body.background === true) {
     throw new ProposalError('background responses are not supported through the sidecar: their output is read later with GET /v1/responses/{id}, which it does not forward ungoverned; send the request without background');
@@ -115,13 +135,13 @@ export function proposeResponses(body: unknown, call: CallContext): Proposal {
     toolResults,
     context,
     metadata,
-    state: new ResponsesCall(),
+    state: undefined,
   };
 }
 
 /** A complete (non-streamed) Response object as post-check fields. */
-export function inspectResponse(res: UpstreamAnswer): Inspected {
-  const reader = new ResponseReader(new ResponsesCall());
+function inspectResponse(res: UpstreamAnswer): Inspected {
+  const reader = new ResponseReader();
   reader.absorbResponse(res.json, true);
   return reader.snapshot();
 }
@@ -137,22 +157,6 @@ function joinOf(d: ItemDraft, idx: number, key: string): number | undefined {
 function textPiece(d: ItemDraft, idx: number, key: string, text: string): TextPiece {
   const join = joinOf(d, idx, key);
   return join === undefined ? { channel: `${idx}:${key}`, text } : { channel: `${idx}:${key}`, text, join };
-}
-
-export function openResponsesStream(proposal: Proposal): StreamInspector {
-  return new ResponseReader(proposal.state instanceof ResponsesCall ? proposal.state : new ResponsesCall());
-}
-
-/**
- * The event that ends a cut stream: the Responses API's `error` event (`type`, `code`, `message`,
- * `param`, `sequence_number`), which also carries the error nested under `error` as the live API sends
- * it, so the `openai` SDK's stream reader raises it as an APIError instead of yielding it as an event.
- */
-export function responsesStreamErrorEvent(error: { message: string; type: string; code: string }, proposal: Proposal): string {
-  const state = proposal.state instanceof ResponsesCall ? proposal.state : new ResponsesCall();
-  state.sequence += 1;
-  const data = { type: 'error', code: error.code, message: error.message, param: null, sequence_number: state.sequence, error: { ...error, param: null } };
-  return `event: error\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 interface TextPart {
@@ -239,13 +243,13 @@ class ResponseReader implements StreamInspector {
   private readonly open = new Set<number>();
   private model: string | undefined;
   private usage: Json = {};
-
-  constructor(private readonly call: ResponsesCall) {}
+  /** Highest `sequence_number` seen in the upstream's stream; our error event takes the next one. */
+  private sequence = -1;
 
   onEvent(ev: SseEvent): StreamEventView {
     const e = eventJson(ev);
     if (e === null) return {};
-    if (typeof e.sequence_number === 'number' && e.sequence_number > this.call.sequence) this.call.sequence = e.sequence_number;
+    if (typeof e.sequence_number === 'number' && e.sequence_number > this.sequence) this.sequence = e.sequence_number;
     const type = str(e.type) ?? ev.event ?? '';
     const idx = typeof e.output_index === 'number' ? e.output_index : -1;
     const ci = typeof e.content_index === 'number' ? e.content_index : 0;
@@ -393,6 +397,18 @@ class ResponseReader implements StreamInspector {
     };
     if (results.length > 0) ins.toolResults = results;
     return ins;
+  }
+
+  /**
+   * The event that ends a cut stream: the Responses API's `error` event (`type`, `code`, `message`,
+   * `param`, `sequence_number`), which also carries the error nested under `error` as the live API sends
+   * it, so the `openai` SDK's stream reader raises it as an APIError instead of yielding it as an event.
+   */
+  errorEvent(err: ProxyErrorInfo): string {
+    const error = openAiErrorFields(err);
+    this.sequence += 1;
+    const data = { type: 'error', code: error.code, message: error.message, param: null, sequence_number: this.sequence, error: { ...error, param: null } };
+    return `event: error\ndata: ${JSON.stringify(data)}\n\n`;
   }
 
   unitsSnapshot(units: readonly number[]): Inspected {

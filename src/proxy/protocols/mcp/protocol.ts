@@ -1,5 +1,4 @@
-import type { ProtocolRegistration } from '../registry.js';
-import { ProposalError, type AdapterContext, type AnswerResumption, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../../adapter.js';
+import { ProposalError, type AdapterContext, type AnswerResumption, type CallContext, type Inspected, type Proposal, type Protocol, type ProxyErrorInfo, type UpstreamAnswer } from '../../protocol.js';
 import { jsonTextHazard, STRICT_JSON_MESSAGES } from '../../../contracts/strict-json.js';
 import { mediaType, SSE_TYPE } from '../../headers.js';
 import { MAX_JSON_NESTING } from '../../json-nesting.js';
@@ -52,14 +51,13 @@ interface McpState {
   call: { id: JsonRpcId; tool: McpToolCall } | null;
   lists: Set<string>;
   passing: Set<string>;
-  /** Set once the upstream answered: a governance refusal after that is a withheld result, not a refused call. */
-  answered: boolean;
 }
 
 const JSON_CT = 'application/json';
 
-function stateOf(p: Proposal | undefined): McpState | null {
-  return p?.state !== undefined ? (p.state as McpState) : null;
+/** A governed call's state; null for a pass-through call (GET, DELETE) or a body not understood. */
+function stateOf(p: Proposal<McpState> | undefined): McpState | null {
+  return p?.state ?? null;
 }
 
 const ERROR_CODES: Record<ProxyErrorInfo['kind'], number> = {
@@ -80,8 +78,7 @@ const ERROR_CODES: Record<ProxyErrorInfo['kind'], number> = {
 const UNCHECKED_DELIVERY =
   'the MCP server ended this tools/call stream without its result and the sidecar could not resume it; a result it delivers later on the GET stream (SSE polling) is one the sidecar cannot check, so it is not released. The tool may have run: its post-check envelope is in X-Gov-Envelope-Id';
 
-export class McpAdapter implements ProtocolAdapter {
-  readonly kind = 'mcp';
+export class McpAdapter implements Protocol<McpState> {
   readonly framework = 'MCP' as const;
 
   constructor(
@@ -99,7 +96,7 @@ export class McpAdapter implements ProtocolAdapter {
    * The raw-body entry point: also refuses a body whose objects repeat a key, which a parsed body can no
    * longer show (`{"name":"ping_tool","name":"delete_everything"}` reads differently in different parsers).
    */
-  proposeRaw(raw: Buffer, call: CallContext): Proposal {
+  proposeRaw(raw: Buffer, call: CallContext): Proposal<McpState> {
     const text = raw.toString('utf8');
     const parsed = parseJsonRpcBody(text);
     const hazard = parsed.ok ? jsonTextHazard(text) : null;
@@ -107,13 +104,13 @@ export class McpAdapter implements ProtocolAdapter {
     return this.fromParsed(parsed, call);
   }
 
-  propose(body: unknown, call: CallContext): Proposal {
+  propose(body: unknown, call: CallContext): Proposal<McpState> {
     return this.fromParsed(parseJsonRpcValue(body), call);
   }
 
-  private fromParsed(parsed: ParsedBody, call: CallContext): Proposal {
+  private fromParsed(parsed: ParsedBody, call: CallContext): Proposal<McpState> {
     if (!parsed.ok) throw new ProposalError(parsed.error.error!.message);
-    const state: McpState = { agentId: call.agentId, batch: parsed.batch, requestIds: [], call: null, lists: new Set(), passing: new Set(), answered: false };
+    const state: McpState = { agentId: call.agentId, batch: parsed.batch, requestIds: [], call: null, lists: new Set(), passing: new Set() };
     const methods: string[] = [];
     for (const p of parsed.messages) {
       if (p.kind === 'invalid') throw new ProposalError(`Invalid Request: ${p.reason}`);
@@ -138,7 +135,7 @@ export class McpAdapter implements ProtocolAdapter {
       } else (treatment === 'filtered' ? state.lists : state.passing).add(key);
     }
     const metadata: Record<string, unknown> = { mcp: { server: this.server, methods } };
-    const proposal: Proposal = { model: null, input: '', user: null, stream: false, toolResults: [], metadata, state };
+    const proposal: Proposal<McpState> = { model: null, input: '', user: null, stream: false, toolResults: [], metadata, state };
     if (state.call !== null) {
       const { id, tool } = state.call;
       (metadata.mcp as Record<string, unknown>).request_id = id;
@@ -157,15 +154,8 @@ export class McpAdapter implements ProtocolAdapter {
     return response.body.length === 0 || answerMessages(response) !== null;
   }
 
-  /** A tools/call acts on the world: its pre-check row is durable before the server sees it. */
-  recordBeforeForward(proposal: Proposal): boolean {
-    return proposal.action !== undefined;
-  }
-
-  inspect(response: UpstreamAnswer, proposal: Proposal): Inspected {
-    const state = stateOf(proposal);
-    if (state === null) return { output: {}, toolsCalled: [] };
-    state.answered = true;
+  inspect(response: UpstreamAnswer, proposal: Proposal<McpState>): Inspected {
+    const state = proposal.state;
     const messages = answerMessages(response) ?? [];
     // Everything else of the answer the client will read: results of other methods (resources/read,
     // prompts/get, initialize's instructions, the tool descriptions of tools/list as filtered), session
@@ -223,9 +213,8 @@ export class McpAdapter implements ProtocolAdapter {
    * event id, and expect the client to resume with a GET carrying Last-Event-ID. The sidecar resumes it
    * itself, so the result reaches the post-check and the client sees one complete stream.
    */
-  resumeAnswer(response: UpstreamAnswer, proposal: Proposal): AnswerResumption | null {
-    const state = stateOf(proposal);
-    const call = state?.call ?? null;
+  resumeAnswer(response: UpstreamAnswer, proposal: Proposal<McpState>): AnswerResumption | null {
+    const call = proposal.state.call;
     if (call === null || mediaType(response.headers['content-type']) !== SSE_TYPE) return null;
     const key = idKey(call.id);
     const answers = (ev: SseEvent) => {
@@ -242,9 +231,8 @@ export class McpAdapter implements ProtocolAdapter {
   }
 
   /** tools/list results filtered to the manifest; answers to ids the body did not send dropped. */
-  rewriteReleased(response: UpstreamAnswer, proposal: Proposal): Buffer | null {
-    const state = stateOf(proposal);
-    if (state === null) return null;
+  rewriteReleased(response: UpstreamAnswer, proposal: Proposal<McpState>): Buffer | null {
+    const state = proposal.state;
     // Set while governing: whether the answer carried the call's result (one pass over the body).
     let callAnswered = false;
     const govern = (m: JsonRpcMessage): JsonRpcMessage | null => {
@@ -292,23 +280,17 @@ export class McpAdapter implements ProtocolAdapter {
       });
   }
 
-  errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string } {
+  errorBody(err: ProxyErrorInfo, proposal?: Proposal<McpState>): { contentType: string; body: string } {
     const answers = this.errorAnswers(err, proposal);
     const state = stateOf(proposal);
     return { contentType: JSON_CT, body: JSON.stringify(state?.batch ? answers : answers[0]) };
   }
 
-  streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string {
-    return this.errorAnswers(err, proposal)
-      .map((a) => encodeSseMessage(a))
-      .join('');
-  }
-
   /** One error per request of the body (on its id), or one on id null when none could be read. */
-  private errorAnswers(err: ProxyErrorInfo, proposal?: Proposal): JsonRpcResponse[] {
+  private errorAnswers(err: ProxyErrorInfo, proposal?: Proposal<McpState>): JsonRpcResponse[] {
     const state = stateOf(proposal);
     let code = ERROR_CODES[err.kind];
-    if (code === MCP_GOVERNANCE_REFUSED && state?.answered) code = MCP_GOVERNANCE_WITHHELD;
+    if (code === MCP_GOVERNANCE_REFUSED && err.withheld === true) code = MCP_GOVERNANCE_WITHHELD;
     const data: Record<string, unknown> = { type: err.kind };
     if (err.envelopeId !== undefined) data.envelope_id = err.envelopeId;
     const ids: Array<JsonRpcId | null> = state === null || state.requestIds.length === 0 ? [null] : state.requestIds;
@@ -402,9 +384,3 @@ function mcpText(v: unknown): string {
   return out.join('\n');
 }
 
-/** `/mcp/{name}/*`: the MCP servers of the routes file's `mcp` section (and GOV_UPSTREAM_MCP_<NAME>). */
-export const mcp: ProtocolRegistration = {
-  kind: 'mcp',
-  route: { segment: 'mcp', section: 'mcp' },
-  create: (route, context) => new McpAdapter(route.name, context),
-};

@@ -7,109 +7,114 @@ import type { SseEvent } from './sse.js';
 import type { ToolCallLinks } from './tool-call-links.js';
 
 /**
- * The contract between the proxy core and one upstream protocol (OpenAI, Anthropic, MCP, a plain HTTP
- * tool). The core owns sockets, limits, the pre-check/forward/post-check sequence, the ledger rows, the
- * streaming guard window and shutdown; an adapter only translates between its protocol and the governor:
- * what the caller proposes, what the upstream answered, and how a refusal reads in the caller's format.
- * A new protocol is a new file implementing this interface plus one line in adapters.ts.
+ * The contract between the proxy core and one upstream protocol (OpenAI Chat Completions, the Responses
+ * API, Anthropic Messages, MCP, a plain HTTP tool). The core (governed-call.ts and pipeline/) owns
+ * sockets, limits, the admission → pre-check → forward → inspect → post-check → release-or-withhold
+ * sequence, the ledger rows, the streaming guard window and shutdown; a protocol only translates between
+ * its wire format and the governor: what the caller proposes, what the upstream answered, and how an
+ * error reads in the caller's format. `S` is the protocol's own per-call state, carried from propose() to
+ * the methods that read the answer. A new protocol is a folder under protocols/ implementing this
+ * interface plus one line in protocols/registry.ts (docs/architecture.md).
+ *
+ * Five members every protocol supplies; the optional capabilities below are for protocols that truly
+ * differ (a raw body, a streamed answer, a server whose answers are more than one JSON document).
  */
-export interface ProtocolAdapter {
-  /** Route kind this adapter serves (`openai`, `anthropic`, `mcp`, `tool`); also the routes-file `kind`. */
-  readonly kind: string;
+export interface Protocol<S = unknown> extends Partial<RawBody<S>>, Partial<StreamedAnswers<S>>, Partial<ServerAnswers<S>> {
   /** Framework recorded in the pre-check (spec enum). */
   readonly framework: Framework;
 
   /**
    * How the core treats a request to `pathname` (below the route prefix, no query): `governed` (parse
-   * the JSON body, pre-check, post-check), `pass` (audited by one pre-check row, body and response not
-   * inspected) or null (refused with 404: a path this adapter cannot govern is never forwarded blindly).
-   * The path is in normal form (no `//`, `.`/`..` segment or needless escape: routes.ts refused those with
-   * a 400) but not case-folded, and it is forwarded as written: match the spellings the upstream accepts.
+   * the body, pre-check, post-check), `pass` (audited by one pre-check row, body and response not
+   * inspected) or null (not this protocol's: refused with 404 unless another protocol of the route takes
+   * it, since a path nobody can govern is never forwarded blindly). The path is in normal form (no `//`,
+   * `.`/`..` segment or needless escape: routes.ts refused those with a 400) but not case-folded, and it
+   * is forwarded as written: match the spellings the upstream accepts.
    */
   classify(method: string, pathname: string): 'governed' | 'pass' | null;
 
-  /** The proposed action of a governed request whose body parsed as JSON. Throw ProposalError for a 400. */
-  propose(body: unknown, call: CallContext): Proposal;
+  /** The proposed action of a governed request whose body parsed as (strict) JSON. Throw ProposalError for a 400. */
+  propose(body: unknown, call: CallContext): Proposal<S>;
 
   /**
-   * Optional raw-body entry point. When present the core hands over the body bytes unparsed (a tool call
-   * that is a GET or a form, a JSON-RPC body checked for duplicate keys) instead of parsing JSON and
-   * calling propose(). Throw ProposalError for a 400.
+   * The upstream's complete (non-streamed) answer as post-check fields: a success, or (only with
+   * `readsErrors`) an error status. `json` is undefined for a non-JSON body.
    */
-  proposeRaw?(raw: Buffer, call: CallContext): Proposal;
-
-  /** The upstream's complete (non-streamed) answer as post-check fields. `json` is undefined for a non-JSON body. */
-  inspect(response: UpstreamAnswer, proposal: Proposal): Inspected;
-
-  /**
-   * True when the adapter can read a successful answer only as JSON (the LLM APIs): a 2xx answer that is
-   * neither JSON nor a stream it reads is then withheld as unreadable, never released unchecked.
-   */
-  readonly answersInJson?: boolean;
-
-  /**
-   * Optional: false when a successful answer cannot be read the way its content type says (an MCP answer
-   * that is neither JSON-RPC nor an SSE stream of it). Such an answer is withheld as unreadable, never
-   * released raw.
-   */
-  canRead?(response: UpstreamAnswer): boolean;
-
-  /**
-   * Optional reading of an upstream error answer (status 400 and up). Without it the core records the
-   * status and body as the output. A tool's error body is still tool output the agent reads (an injection
-   * can ride in a 400), so the tool adapters read it as a tool result.
-   */
-  inspectError?(response: UpstreamAnswer, proposal: Proposal): Inspected;
-
-  /**
-   * A stateful reader of one SSE response: called for every upstream event in order. Optional: without
-   * it an SSE answer is read whole and inspected as one (correct, but nothing is released before the end).
-   */
-  openStream?(proposal: Proposal): StreamInspector;
+  inspect(response: UpstreamAnswer, proposal: Proposal<S>): Inspected;
 
   /**
    * The body of an error in the caller's own API format. `proposal` is present once the request body was
-   * understood (MCP needs the JSON-RPC id from it).
+   * understood (MCP answers on the JSON-RPC ids of the body); `err.withheld` tells a refused call from a
+   * withheld answer.
    */
-  errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string };
-
-  /** The SSE event that ends a stream the core cut (a withheld part, an upstream failure), in the provider's format. */
-  streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string;
+  errorBody(err: ProxyErrorInfo, proposal?: Proposal<S>): { contentType: string; body: string };
 
   /**
-   * True for a call with side effects outside the conversation (an MCP `tools/call`, any HTTP tool call):
-   * its pre-check row is then durable before the upstream sees the call. Absent or false (LLM calls):
-   * the pre-check row commits together with the post-check row, one ledger commit per call, and a crash
-   * in between loses only a call whose answer nobody received.
+   * True when an upstream error answer (status 400 and up) is read by inspect() too. Without it the core
+   * records the status and body as the output. A tool's error body is still tool output the agent reads
+   * (an injection can ride in a 400), so the HTTP tool reads it as a tool result.
    */
-  recordBeforeForward?(proposal: Proposal): boolean;
+  readonly readsErrors?: boolean;
+}
+
+/** Capability: the protocol reads its request body itself (a GET or form tool call, a body checked for repeated keys). */
+export interface RawBody<S> {
+  /**
+   * Called instead of the core's strict JSON parse and propose(): the body bytes unparsed. Throw
+   * ProposalError for a 400.
+   */
+  proposeRaw(raw: Buffer, call: CallContext): Proposal<S>;
+}
+
+/** Capability: the protocol reads an SSE answer event by event (the LLM APIs), so it is released as it is checked. */
+export interface StreamedAnswers<S> {
+  /**
+   * A stateful reader of one SSE response: called for every upstream event in order. Without it an SSE
+   * answer is read whole and inspected as one (correct, but nothing is released before the end).
+   */
+  openStream(proposal: Proposal<S>): StreamInspector;
+}
+
+/** Capability: answers that are more than one JSON document (MCP's JSON-RPC over JSON or SSE, its GET stream). */
+export interface ServerAnswers<S> {
+  /**
+   * False when a successful answer cannot be read the way its protocol reads it (an LLM answer that is not
+   * JSON, an MCP answer that is neither JSON-RPC nor an SSE stream of it). Such an answer is withheld as
+   * unreadable, never released raw.
+   */
+  canRead(response: UpstreamAnswer): boolean;
 
   /**
-   * Optional event filter of a pass-through SSE answer (MCP's GET stream, which the server may use to
-   * deliver an answer to an earlier POST): called for every event in order, returns the text to deliver
-   * (`event.raw` to pass it unchanged, '' to drop it). Null: the stream passes as it is. `check` runs the
-   * engine on a text the caller would read (as output and as content the agent reads, with no row): false
-   * means it must not be delivered.
+   * Event filter of a pass-through SSE answer (MCP's GET stream, which the server may use to deliver an
+   * answer to an earlier POST): called for every event in order, returns the text to deliver (`event.raw`
+   * to pass it unchanged, '' to drop it). Null: the stream passes as it is. `check` runs the engine on a
+   * text the caller would read (as output and as content the agent reads, with no row): false means it
+   * must not be delivered.
    */
-  passStreamFilter?(call: CallContext, check: (text: string) => boolean): ((event: SseEvent) => string) | null;
+  passStreamFilter(call: CallContext, check: (text: string) => boolean): ((event: SseEvent) => string) | null;
 
   /**
-   * Optional continuation of an answer the upstream ended before it was complete: an MCP server that closes
-   * a `tools/call` stream early so that the client resumes it (SSE polling) gets that resumption from the
+   * Continuation of an answer the upstream ended before it was complete: an MCP server that closes a
+   * `tools/call` stream early so that the client resumes it (SSE polling) gets that resumption from the
    * sidecar instead, so the result is post-checked like any other. Returns the headers of the resuming GET
    * and the test of the event that completes the answer; null when the answer is complete or cannot be
    * resumed.
    */
-  resumeAnswer?(response: UpstreamAnswer, proposal: Proposal): AnswerResumption | null;
+  resumeAnswer(response: UpstreamAnswer, proposal: Proposal<S>): AnswerResumption | null;
 
   /**
-   * Optional rewrite of a released non-streamed body (MCP filters `tools/list` to declared tools). Return
-   * null to release the upstream bytes unchanged, which is the fast path.
+   * Rewrite of a released non-streamed body (MCP filters `tools/list` to declared tools). Return null to
+   * release the upstream bytes unchanged, which is the fast path.
    */
-  rewriteReleased?(response: UpstreamAnswer, proposal: Proposal, inspected: Inspected): Buffer | null;
+  rewriteReleased(response: UpstreamAnswer, proposal: Proposal<S>, inspected: Inspected): Buffer | null;
 }
 
-/** How to resume an answer the upstream ended early (ProtocolAdapter.resumeAnswer). */
+/** An LLM API's answers are JSON: anything else (2xx) cannot be read, so it is withheld. */
+export function answerIsJson(response: UpstreamAnswer): boolean {
+  return response.json !== undefined;
+}
+
+/** How to resume an answer the upstream ended early (Protocol.resumeAnswer). */
 export interface AnswerResumption {
   /** Added to the caller's headers on the resuming GET (e.g. `last-event-id`, `accept`). */
   headers: Record<string, string>;
@@ -117,21 +122,24 @@ export interface AnswerResumption {
   isComplete(event: SseEvent): boolean;
 }
 
-/** What a sidecar gives every adapter it builds: shared state, never the composition itself. */
+/** What a sidecar gives every protocol it builds: shared state, never the composition itself. */
 export interface AdapterContext {
   /** The agent's current manifest (null: none registered, so no tool is declared). */
   manifest(agentId: string): Manifest | null;
   /**
    * The sidecar's one registry of tool calls its released LLM answers asked for. The core records into
-   * it; a tool adapter claims from it when the call that executes one arrives.
+   * it; a tool protocol claims from it when the call that executes one arrives.
    */
   links: ToolCallLinks;
 }
 
-/** Builds the adapter of one route (`name` is '' for the adapter that answers unknown names of a kind). */
-export type AdapterFactory = (route: { kind: string; name: string }, context: AdapterContext) => ProtocolAdapter;
+/**
+ * Builds the protocols of one route (`name` is '' for those that answer unknown names of a kind): one, or
+ * several sharing a route (OpenAI's Chat Completions and Responses API), tried in order by classify().
+ */
+export type AdapterFactory = (route: { kind: string; name: string }, context: AdapterContext) => readonly Protocol[];
 
-/** Per-call facts the core resolved before the adapter sees the body. */
+/** Per-call facts the core resolved before the protocol sees the body. */
 export interface CallContext {
   agentId: string;
   sessionId: string | null;
@@ -144,8 +152,8 @@ export interface CallContext {
   route: string;
 }
 
-/** What the caller proposes to do, in governor terms. */
-export interface Proposal {
+/** What the caller proposes to do, in governor terms, and the protocol's own state of the call (`S`). */
+export interface Proposal<S = unknown> {
   model: string | null;
   /** The text the pre-check scans as input (for LLM calls: the last user message). */
   input: string;
@@ -163,8 +171,8 @@ export interface Proposal {
    * descriptions, documents, instructions): pre-checked by `context` rules, kept in the row by digest.
    */
   context?: ContextItem[];
-  /** Adapter-private state carried from propose() to inspect()/openStream() (a JSON-RPC id, a parsed body). */
-  state?: unknown;
+  /** The protocol's own state of the call, from propose() to the methods that read the answer (a JSON-RPC id...). */
+  state: S;
 }
 
 export interface UpstreamAnswer {
@@ -255,6 +263,8 @@ export interface StreamInspector {
   snapshot(): Inspected;
   /** Only the given units, for checking a unit as it completes (output holds just those tool calls). */
   unitsSnapshot(units: readonly number[]): Inspected;
+  /** The SSE event that ends a stream the core cut (a withheld part, an upstream failure), in the provider's format. */
+  errorEvent(err: ProxyErrorInfo): string;
 }
 
 /** The proxy's errors: entries of the one error catalogue (contracts/errors.ts), which gives their status. */
@@ -278,13 +288,15 @@ export interface ProxyErrorInfo {
   status: number;
   message: string;
   envelopeId?: string;
+  /** A governance refusal of an answer the protocol read (post-check), not of the call before it was forwarded. */
+  withheld?: boolean;
 }
 
 /**
- * The LLM providers' path rule: a POST to an endpoint the adapter reads is governed, a POST to one that
+ * The LLM providers' path rule: a POST to an endpoint the protocol reads is governed, a POST to one that
  * produces no model text passes with a pre-check row, a GET or HEAD passes only where it reads metadata
  * that holds no model output (`isMetadataRead`), and anything else is refused: an endpoint that generates
- * text the adapter cannot read, or hands back stored content nobody checked on this path (a batch's
+ * text the protocol cannot read, or hands back stored content nobody checked on this path (a batch's
  * results, a file's bytes, a stored answer), is never forwarded ungoverned.
  */
 export function classifyLlmEndpoint(
@@ -309,5 +321,5 @@ export function isModelsRead(pathname: string): boolean {
   return segs[i] === 'models' && segs.length - i <= 2 && segs.slice(i).every((s) => s !== '');
 }
 
-/** A request body the adapter cannot make sense of: the caller gets a 400 in its format. */
+/** A request body the protocol cannot make sense of: the caller gets a 400 in its format. */
 export class ProposalError extends Error {}

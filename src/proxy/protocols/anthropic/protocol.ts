@@ -1,19 +1,19 @@
-import type { ProtocolRegistration } from '../registry.js';
 import type { ToolResultInput } from '../../../contracts/runtime.js';
 import {
+  answerIsJson,
   classifyLlmEndpoint,
   isModelsRead,
   ProposalError,
   type CallContext,
   type Inspected,
   type Proposal,
-  type ProtocolAdapter,
+  type Protocol,
   type ProxyErrorInfo,
   type StreamEventView,
   type StreamInspector,
   type TextPiece,
   type UpstreamAnswer,
-} from '../../adapter.js';
+} from '../../protocol.js';
 import { clip, contentText, conversationContext, intOrUndefined, isObject, lastUserInput, readableText, resultValue, str, toolCallFields, withJoinedText, type AnswerToolCall, type Json } from '../../message-text.js';
 import { eventJson, type SseEvent } from '../../sse.js';
 
@@ -76,16 +76,15 @@ function agentToolId(type: unknown, id: unknown): string | null {
 }
 
 /** Anthropic Messages (`POST /v1/messages`, JSON and streaming). */
-export class AnthropicAdapter implements ProtocolAdapter {
-  readonly kind = 'anthropic';
-  readonly answersInJson = true;
+export class AnthropicMessages implements Protocol<undefined> {
   readonly framework = 'Claude Agents' as const;
+  readonly canRead = answerIsJson;
 
   classify(method: string, pathname: string): 'governed' | 'pass' | null {
     return classifyLlmEndpoint(method, pathname, GOVERNED_POST, PASS_POST, isModelsRead);
   }
 
-  propose(body: unknown, call: CallContext): Proposal {
+  propose(body: unknown, call: CallContext): Proposal<undefined> {
     if (!isObject(body)) throw new ProposalError('the request body must be a JSON object');
     const messages = Array.isArray(body.messages) ? body.messages : [];
     // Only text blocks are what the user wrote; tool_result blocks are checked as tool results.
@@ -127,6 +126,7 @@ export class AnthropicAdapter implements ProtocolAdapter {
       toolResults,
       context,
       metadata: { route: call.route, endpoint: call.pathname, stream, declared_tools: declared, messages: messages.length },
+      state: undefined,
     };
   }
 
@@ -166,11 +166,6 @@ export class AnthropicAdapter implements ProtocolAdapter {
 
   errorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
     return { contentType: 'application/json', body: JSON.stringify(errorObject(err)) };
-  }
-
-  /** The SDK's stream reader throws an APIError for an `error` event. */
-  streamErrorEvent(err: ProxyErrorInfo): string {
-    return `event: error\ndata: ${JSON.stringify(errorObject(err))}\n\n`;
   }
 }
 
@@ -355,6 +350,11 @@ class AnthropicMessageStream implements StreamInspector {
     };
   }
 
+  /** The SDK's stream reader throws an APIError for an `error` event. */
+  errorEvent(err: ProxyErrorInfo): string {
+    return `event: error\ndata: ${JSON.stringify(errorObject(err))}\n\n`;
+  }
+
   unitsSnapshot(units: readonly number[]): Inspected {
     const uses: AnswerToolCall[] = [];
     for (const u of units) {
@@ -366,10 +366,3 @@ class AnthropicMessageStream implements StreamInspector {
   }
 }
 
-/** `/anthropic/*`: the Messages API, forwarded to GOV_UPSTREAM_ANTHROPIC; an unknown path sent with `anthropic-version` is answered in its format. */
-export const anthropic: ProtocolRegistration = {
-  kind: 'anthropic',
-  route: { env: 'GOV_UPSTREAM_ANTHROPIC', url: 'https://api.anthropic.com' },
-  claims: (headers) => headers['anthropic-version'] !== undefined,
-  create: () => new AnthropicAdapter(),
-};

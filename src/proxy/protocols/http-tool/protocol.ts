@@ -1,5 +1,4 @@
-import type { ProtocolRegistration } from '../registry.js';
-import { ProposalError, type AdapterContext, type CallContext, type Inspected, type Proposal, type ProtocolAdapter, type ProxyErrorInfo, type UpstreamAnswer } from '../../adapter.js';
+import { ProposalError, type AdapterContext, type CallContext, type Inspected, type Proposal, type Protocol, type ProxyErrorInfo, type UpstreamAnswer } from '../../protocol.js';
 import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall, type HttpToolErrorCode } from './http-tool.js';
 import { toolCallLinkMetadata } from '../../tool-call-links.js';
 
@@ -14,7 +13,6 @@ import { toolCallLinkMetadata } from '../../tool-call-links.js';
 interface HttpToolState {
   tool: string;
   params: Record<string, unknown>;
-  answered: boolean;
 }
 
 const CODES: Record<ProxyErrorInfo['kind'], HttpToolErrorCode> = {
@@ -36,9 +34,10 @@ function splitPath(path: string): { pathname: string; query: string } {
   return q === -1 ? { pathname: path, query: '' } : { pathname: path.slice(0, q), query: path.slice(q + 1) };
 }
 
-export class HttpToolAdapter implements ProtocolAdapter {
-  readonly kind = 'tool';
+export class HttpToolAdapter implements Protocol<HttpToolState> {
   readonly framework = 'REST' as const;
+  /** An error status is still the tool's answer, which the agent reads: checked as its result too. */
+  readonly readsErrors = true;
 
   constructor(
     private readonly tool: string,
@@ -50,7 +49,7 @@ export class HttpToolAdapter implements ProtocolAdapter {
     return method === 'HEAD' || method === 'OPTIONS' ? 'pass' : 'governed';
   }
 
-  proposeRaw(raw: Buffer, call: CallContext): Proposal {
+  proposeRaw(raw: Buffer, call: CallContext): Proposal<HttpToolState> {
     const { pathname, query } = splitPath(call.path);
     const ct = call.headers['content-type'];
     const req: HttpToolCall = { tool: this.tool, method: call.method, path: pathname === '/' ? '' : pathname, query, contentType: typeof ct === 'string' ? ct : null, body: raw };
@@ -60,25 +59,19 @@ export class HttpToolAdapter implements ProtocolAdapter {
   }
 
   /** The core's JSON path: the parsed body (undefined: none) merged with the query. */
-  propose(body: unknown, call: CallContext): Proposal {
+  propose(body: unknown, call: CallContext): Proposal<HttpToolState> {
     return this.proposeRaw(body === undefined ? Buffer.alloc(0) : Buffer.from(JSON.stringify(body)), { ...call, headers: { ...call.headers, 'content-type': 'application/json' } });
   }
 
-  private proposal(params: Record<string, unknown>, call: CallContext, method: string, path: string): Proposal {
+  private proposal(params: Record<string, unknown>, call: CallContext, method: string, path: string): Proposal<HttpToolState> {
     const metadata: Record<string, unknown> = { http_tool: { method, path: path === '' ? '/' : path } };
     Object.assign(metadata, toolCallLinkMetadata(this.context.links.claim(call.agentId, call.sessionId, this.tool, params)));
-    const state: HttpToolState = { tool: this.tool, params, answered: false };
+    const state: HttpToolState = { tool: this.tool, params };
     return { model: null, input: '', user: null, stream: false, toolResults: [], metadata, action: { name: this.tool, params }, state };
   }
 
-  /** Whether a tool call changes something cannot be told from outside, so every one is recorded first. */
-  recordBeforeForward(): boolean {
-    return true;
-  }
-
-  inspect(response: UpstreamAnswer, proposal: Proposal): Inspected {
-    const state = proposal.state as HttpToolState;
-    state.answered = true;
+  inspect(response: UpstreamAnswer, proposal: Proposal<HttpToolState>): Inspected {
+    const state = proposal.state;
     const ct = response.headers['content-type'];
     const output = httpToolOutput(typeof ct === 'string' ? ct : null, response.body);
     return {
@@ -89,25 +82,11 @@ export class HttpToolAdapter implements ProtocolAdapter {
     };
   }
 
-  /** An error status is still the tool's answer, which the agent reads: checked as its result too. */
-  inspectError(response: UpstreamAnswer, proposal: Proposal): Inspected {
-    return this.inspect(response, proposal);
-  }
-
-  errorBody(err: ProxyErrorInfo, proposal?: Proposal): { contentType: string; body: string } {
+  errorBody(err: ProxyErrorInfo): { contentType: string; body: string } {
     let code = CODES[err.kind];
-    if (code === 'governance_blocked' && (proposal?.state as HttpToolState | undefined)?.answered) code = 'governance_withheld';
+    if (code === 'governance_blocked' && err.withheld === true) code = 'governance_withheld';
     return { contentType: 'application/json', body: JSON.stringify(httpToolErrorBody(code, err.message, err.envelopeId ?? null)) };
   }
 
-  streamErrorEvent(err: ProxyErrorInfo, proposal: Proposal): string {
-    return `event: error\ndata: ${this.errorBody(err, proposal).body}\n\n`;
-  }
 }
 
-/** `/tools/{name}/*`: the plain HTTP tools of the routes file's `tools` section (and GOV_UPSTREAM_TOOL_<NAME>). */
-export const httpTool: ProtocolRegistration = {
-  kind: 'tool',
-  route: { segment: 'tools', section: 'tools' },
-  create: (route, context) => new HttpToolAdapter(route.name, context),
-};
