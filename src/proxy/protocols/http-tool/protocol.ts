@@ -3,7 +3,7 @@ import { httpToolErrorBody, httpToolOutput, httpToolParams, type HttpToolCall, t
 import { toolCallLinkMetadata } from '../../tool-call-links.js';
 
 /**
- * A plain HTTP tool behind the proxy core's one-call-one-proposal sequence (adapter.ts): the call is the
+ * A plain HTTP tool behind the proxy core's one-call-one-proposal sequence (src/proxy/protocol.ts): the call is the
  * action `{name}`, its arguments the query and body (http-tool.ts), its output the tool's answer.
  *
  * Prefer `proposeRaw`: a tool call is often a GET without a body, or a form, which the core's JSON-only

@@ -14,7 +14,7 @@
  * | responses (to server requests: sampling/createMessage, elicitation/create, roots/list) | pass | answers the agent gives the server, not actions it takes |
  * | any other well-formed method             | pass        | unknown methods are the server's business (it answers Method not found) |
  * | a near-miss of tools/call (case, spaces) | refused     | no server should treat it as tools/call, but none may get the chance to: it is answered Invalid Request locally |
- * | tools/call as a notification (no id)     | refused     | it would run with no answer to post-check: the body is answered Invalid Request (adapter.ts) |
+ * | tools/call as a notification (no id)     | refused     | it would run with no answer to post-check: the body is answered Invalid Request (protocol.ts) |
  *
  * Server→client traffic: notifications and server requests on a response stream pass; a response is
  * released only if it answers a request of the same POST (tools/call results after their post-check,

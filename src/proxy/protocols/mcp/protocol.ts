@@ -27,7 +27,7 @@ import { mcpToolResultOutput, readToolCallParams, type McpToolCall } from './too
 import { filterToolsListResult } from './tools-list-filter.js';
 
 /**
- * MCP (streamable HTTP) behind the proxy core's one-call-one-proposal sequence (adapter.ts). The core
+ * MCP (streamable HTTP) behind the proxy core's one-call-one-proposal sequence (src/proxy/protocol.ts). The core
  * forwards the caller's bytes as they are (never re-serialised), so a POST is either forwarded whole or
  * refused whole: a body holding anything the proxy cannot govern exactly (an invalid message, a second
  * tools/call, an id-less tools/call, a near-miss of the method name, a repeated id, a repeated key) is a
