@@ -10,9 +10,6 @@ import { streamedAnswer } from './pipeline/streamed-answer.js';
 import { wholeAnswer } from './pipeline/whole-answer.js';
 import { classifyUpstreamError, UpstreamFailure, type UpstreamResponse } from './upstream.js';
 
-export type { ProxyCall, ProxyCore } from './pipeline/call.js';
-export { errorInfo, sendError } from './pipeline/answers.js';
-
 /**
  * One call through the sidecar, as one pipeline whatever its protocol:
  *
