@@ -1,14 +1,14 @@
 import { disposition } from './disposition.js';
 import { mediaType, SSE_TYPE } from './headers.js';
 import type { Inspected } from './protocol.js';
-import { answerError, errorInfo, govHeaders, ledgerBehind, ledgerDown, refusal, upstreamError } from './pipeline/answers.js';
-import { abortReason, type ProxyCall, type ProxyCore } from './pipeline/call.js';
+import { answerError, errorInfo, failedUpstream, govHeaders, ledgerBehind, ledgerDown, refusal } from './pipeline/answers.js';
+import type { ProxyCall, ProxyCore } from './pipeline/call.js';
 import { commitBeforeHead, postCheckRequest, preCheck, recordBoth, type PreCheck } from './pipeline/checks.js';
 import { forward, refusedHead } from './pipeline/forward.js';
 import { passThrough } from './pipeline/pass-through.js';
 import { streamedAnswer } from './pipeline/streamed-answer.js';
 import { wholeAnswer } from './pipeline/whole-answer.js';
-import { classifyUpstreamError, UpstreamFailure, type UpstreamResponse } from './upstream.js';
+import { classifyUpstreamError, type UpstreamResponse } from './upstream.js';
 
 /**
  * One call through the sidecar, as one pipeline whatever its protocol:
@@ -26,7 +26,12 @@ export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
     // Admission (backpressure): while the ledger's disk is behind, a new call waits before it is decided or forwarded.
     const wait = core.governor.admission();
     if (wait !== null && !(await wait.then(() => true, () => false))) status = ledgerBehind(call);
-    else status = await checkedCall(core, call);
+    else {
+      const pending = preCheck(core, call);
+      const pre = pending instanceof Promise ? await pending : pending;
+      if (!pre.cleared) status = await refused(core, call, pre);
+      else status = await (call.mode === 'pass' ? passThrough(core, call, pre) : governed(core, call, pre));
+    }
   } catch (e) {
     core.logger.error({ err: { message: (e as Error).message }, agent_id: call.ctx.agentId, route: call.route.prefix }, 'proxy call failed');
     status = answerError(call, errorInfo('internal_error', 'internal sidecar error; see the sidecar log'));
@@ -42,16 +47,11 @@ export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
   }
 }
 
-/** Pre-check: a call it does not clear is never forwarded; its row is durable before the refusal names it. */
-async function checkedCall(core: ProxyCore, call: ProxyCall): Promise<number> {
-  const pending = preCheck(core, call);
-  const pre = pending instanceof Promise ? await pending : pending;
-  if (!pre.cleared) {
-    const headers = govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check');
-    if (!(await pre.durable())) return ledgerDown(call);
-    return answerError(call, refusal('pre', pre.held.outcome, pre.reason, pre.held.envelopeId, disposition(pre.held.outcome, core.escalate) === 'hold'), headers);
-  }
-  return call.mode === 'pass' ? passThrough(core, call, pre) : governed(core, call, pre);
+/** A call the pre-check did not clear is never forwarded; its row is durable before the refusal names it. */
+async function refused(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promise<number> {
+  const headers = govHeaders(pre.held.envelopeId, pre.held.outcome, 'pre_check');
+  if (!(await pre.durable())) return ledgerDown(call);
+  return answerError(call, refusal('pre', pre.held.outcome, pre.reason, pre.held.envelopeId, disposition(pre.held.outcome, core.escalate) === 'hold'), headers);
 }
 
 /** Forward a cleared call, inspect its answer (whole or streamed), post-check it, then release or withhold it. */
@@ -75,13 +75,12 @@ async function governed(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promis
   } catch (e) {
     return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
   }
-  const refused = refusedHead(up);
-  if (refused !== null) return failedUpstream(core, call, pre, refused, performance.now() - t0);
+  const unreleasable = refusedHead(up);
+  if (unreleasable !== null) return failedUpstream(core, call, pre, unreleasable, performance.now() - t0);
   if (up.status < 300 && call.protocol.openStream !== undefined && mediaType(up.headers['content-type']) === SSE_TYPE) {
     return streamedAnswer(core, call, pre, up, t0, call.protocol.openStream(call.proposal));
   }
-  const released = await wholeAnswer(core, call, pre, up, t0);
-  return released instanceof UpstreamFailure ? failedUpstream(core, call, pre, released, performance.now() - t0) : released;
+  return wholeAnswer(core, call, pre, up, t0);
 }
 
 async function toolResultsClear(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promise<boolean> {
@@ -98,14 +97,4 @@ async function withhold(core: ProxyCore, call: ProxyCall, pre: PreCheck, inspect
   const headers = govHeaders(post.response.envelope_id, outcome, 'post_check', pre.held.envelopeId);
   if (!(await post.durable)) return ledgerDown(call);
   return answerError(call, refusal('post', outcome, post.response.decision.reason, post.response.envelope_id, disposition(outcome, core.escalate) === 'hold'), headers);
-}
-
-/** The upstream failed or timed out: the failure is the post-check's output, and the caller gets it in its format. */
-async function failedUpstream(core: ProxyCore, call: ProxyCall, pre: PreCheck, f: UpstreamFailure, latency: number): Promise<number> {
-  const aborted = f.kind === 'aborted' ? abortReason(call) : undefined;
-  const output = { upstream_error: aborted ?? f.kind, message: aborted === undefined ? f.message : `call aborted: ${aborted}` };
-  const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, { output, toolsCalled: [] }, latency, { upstream_failure: output.upstream_error }));
-  const headers = govHeaders(post.response.envelope_id, post.response.decision.outcome, 'post_check', pre.held.envelopeId);
-  if (!(await post.durable)) return ledgerDown(call);
-  return upstreamError(core, call, f, headers);
 }

@@ -4,6 +4,7 @@ import { ERROR_CODES } from '../../contracts/errors.js';
 import type { Proposal, Protocol, ProxyErrorInfo, ProxyErrorKind } from '../protocol.js';
 import type { UpstreamFailure } from '../upstream.js';
 import { abortReason, type ProxyCall, type ProxyCore } from './call.js';
+import { postCheckRequest, recordBoth, type PreCheck } from './checks.js';
 
 /** What the caller is told of a call's governance: the x-gov-* headers and trailers. */
 export const H_ENVELOPE = 'x-gov-envelope-id';
@@ -80,4 +81,14 @@ export function upstreamError(core: ProxyCore, call: ProxyCall, f: UpstreamFailu
   core.logger.warn({ agent_id: call.ctx.agentId, route: call.route.prefix, failure: f.kind }, f.message);
   const envelopeId = String(headers[H_ENVELOPE]);
   return answerError(call, errorInfo(f.kind === 'timeout' ? 'upstream_timeout' : 'upstream_unreachable', `${f.message} (envelope ${envelopeId})`, envelopeId), headers);
+}
+
+/** The upstream failed or timed out: the failure is the post-check's output, and the caller gets it in its format. */
+export async function failedUpstream(core: ProxyCore, call: ProxyCall, pre: PreCheck, f: UpstreamFailure, latency: number): Promise<number> {
+  const aborted = f.kind === 'aborted' ? abortReason(call) : undefined;
+  const output = { upstream_error: aborted ?? f.kind, message: aborted === undefined ? f.message : `call aborted: ${aborted}` };
+  const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, { output, toolsCalled: [] }, latency, { upstream_failure: output.upstream_error }));
+  const headers = govHeaders(post.response.envelope_id, post.response.decision.outcome, 'post_check', pre.held.envelopeId);
+  if (!(await post.durable)) return ledgerDown(call);
+  return upstreamError(core, call, f, headers);
 }

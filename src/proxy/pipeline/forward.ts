@@ -3,7 +3,7 @@ import type { AnswerResumption, UpstreamAnswer } from '../protocol.js';
 import { mediaType, nonIdentityEncoding, upstreamRequestHeaders } from '../headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from '../json-nesting.js';
 import type { SseEvent } from '../sse.js';
-import { classifyUpstreamError, discardBody, isRedirect, readAll, redirectFailure, UpstreamFailure, type UpstreamResponse } from '../upstream.js';
+import { discardBody, isRedirect, redirectFailure, UpstreamFailure, type UpstreamResponse } from '../upstream.js';
 import type { ProxyCall, ProxyCore } from './call.js';
 import { readSse, type SseSink } from './sse-read.js';
 
@@ -54,17 +54,11 @@ function parseJson(body: Buffer, contentType: string): unknown {
 }
 
 /**
- * The whole answer, read up to GOV_PROXY_MAX_ANSWER_BYTES and parsed once; a failure when it cannot be
- * read, or (2xx) not the way its protocol reads it: such an answer is withheld as unreadable, never
+ * The whole answer's body (read up to GOV_PROXY_MAX_ANSWER_BYTES), parsed once; a failure when it cannot
+ * be read, or (2xx) not the way its protocol reads it: such an answer is withheld as unreadable, never
  * released unchecked.
  */
-export async function readWhole(core: ProxyCore, call: ProxyCall, up: UpstreamResponse): Promise<UpstreamAnswer | UpstreamFailure> {
-  let raw: Buffer;
-  try {
-    raw = await readAll(up.body, core.maxAnswerBytes, call.route.timeoutMs, call.abort);
-  } catch (e) {
-    return classifyUpstreamError(e, call.route.timeoutMs, call.abort);
-  }
+export function wholeAnswerOf(call: ProxyCall, up: UpstreamResponse, raw: Buffer): UpstreamAnswer | UpstreamFailure {
   // Before the parse: nothing of an answer nested this deep is read.
   if (nestsDeeperThan(raw)) return new UpstreamFailure('unreadable', `the upstream's answer nests deeper than ${MAX_JSON_NESTING} levels`);
   const contentType = String(up.headers['content-type'] ?? '');
@@ -79,13 +73,13 @@ export async function readWhole(core: ProxyCore, call: ProxyCall, up: UpstreamRe
 const MAX_RESUMPTIONS = 5;
 
 /**
- * The answer completed by the resumptions its protocol asks for (Protocol.resumeAnswer), and how
+ * The answer completed by the resumptions its protocol asks for (ServerAnswers.resumeAnswer), and how
  * many were made. The resumed events count against the same size bound as the answer they complete.
  */
 export async function resumed(core: ProxyCore, call: ProxyCall, answer: UpstreamAnswer): Promise<{ answer: UpstreamAnswer; count: number }> {
   const protocol = call.protocol;
   let count = 0;
-  for (let r = answer.status < 300 ? protocol.resumeAnswer?.(answer, call.proposal) : null; r != null && count < MAX_RESUMPTIONS; r = protocol.resumeAnswer?.(answer, call.proposal)) {
+  for (let r = protocol.resumeAnswer?.(answer, call.proposal); r != null && count < MAX_RESUMPTIONS; r = protocol.resumeAnswer?.(answer, call.proposal)) {
     count++;
     const more = await resumeBody(core, call, r, core.maxAnswerBytes - answer.body.length);
     if (more === null) break;

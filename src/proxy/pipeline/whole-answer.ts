@@ -1,11 +1,11 @@
 import type { Inspected, UpstreamAnswer } from '../protocol.js';
 import { disposition } from '../disposition.js';
 import { callerResponseHeaders } from '../headers.js';
-import { UpstreamFailure, type UpstreamResponse } from '../upstream.js';
-import { answerError, govHeaders, ledgerDown, refusal } from './answers.js';
+import { classifyUpstreamError, readAll, UpstreamFailure, type UpstreamResponse } from '../upstream.js';
+import { answerError, failedUpstream, govHeaders, ledgerDown, refusal } from './answers.js';
 import type { ProxyCall, ProxyCore } from './call.js';
 import { postCheckRequest, recordAsked, recordBoth, type PreCheck } from './checks.js';
-import { readWhole, resumed } from './forward.js';
+import { resumed, wholeAnswerOf } from './forward.js';
 
 /**
  * An upstream error answer as the post-check output: it is what the caller will read, so it is checked
@@ -17,10 +17,18 @@ function errorInspected(a: UpstreamAnswer): Inspected {
 }
 
 /** Inspect the whole answer, post-check it, then release it or withhold it. */
-export async function wholeAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse, t0: number): Promise<number | UpstreamFailure> {
-  const whole = await readWhole(core, call, up);
-  if (whole instanceof UpstreamFailure) return whole;
-  const { answer, count } = await resumed(core, call, whole);
+export async function wholeAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse, t0: number): Promise<number> {
+  let raw: Buffer;
+  try {
+    raw = await readAll(up.body, core.maxAnswerBytes, call.route.timeoutMs, call.abort);
+  } catch (e) {
+    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
+  }
+  const whole = wholeAnswerOf(call, up, raw);
+  if (whole instanceof UpstreamFailure) return failedUpstream(core, call, pre, whole, performance.now() - t0);
+  let answer = whole;
+  let count = 0;
+  if (whole.status < 300 && call.protocol.resumeAnswer !== undefined) ({ answer, count } = await resumed(core, call, whole));
   const latency = performance.now() - t0;
   const protocol = call.protocol;
   // Read by its protocol (which also says whether an error answer is its output), else as an upstream error.
