@@ -6,7 +6,7 @@ const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? 
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
 
 /**
- * Where a call came from, for proxied traffic. The sidecar records it in `metadata.proxy` (governed-call.ts:
+ * Where a call came from, for proxied traffic. The sidecar records it in `metadata.proxy` (proxy/pipeline/checks.ts:
  * provider = the route's kind, upstream = its name, route = its path prefix) and the MCP adapter the
  * request's methods in `metadata.mcp.methods`; an API caller may give the same keys at the top of its
  * metadata (`provider`, `route`, `upstream`, `mcp_method`) to have rules on them apply to its calls.

@@ -156,7 +156,7 @@ t.test('the engine judges the MCP shapes as intended (shipped policies)', async 
   const ctx = await shippedContext({ manifest: { tools: [{ name: 'lookup_order', limits: { history_days: { min: 1, max: 365, optional: true } } }, { name: 'fetch_page' }] } });
   const adapter = new McpAdapter('orders', { manifest: () => null, links: new ToolCallLinks() });
   const call = { agentId: 'support-bot', sessionId: null, method: 'POST', path: '/', pathname: '/', headers: {}, route: 'orders' };
-  // The requests the proxy core builds from the adapter's proposal and inspection (governed-call.ts).
+  // The requests the proxy core builds from the adapter's proposal and inspection (proxy/pipeline/checks.ts).
   const pre = (name: string, args: Record<string, unknown>): PreCheckRequest => {
     const p = adapter.propose({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }, call);
     return { agent_id: call.agentId, framework: adapter.framework, action: p.action!.name, params: p.action!.params, user: 'unknown', input: '', session_id: null, metadata: p.metadata };
