@@ -7,7 +7,6 @@ import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { AnchoredLedger, HeadAnchorFile } from '../ledger/head-anchor.js';
 import { openLmdbStorage } from '../ledger/lmdb.js';
 import { openMemoryStorage } from '../ledger/memory.js';
-import { openPostgresStorage } from '../ledger/postgres.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import type { Storage } from '../ledger/port.js';
 import { loadGoldenRules } from '../policy/golden.js';
@@ -27,8 +26,7 @@ import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-li
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { PaymentIntents } from '../runtime/payment-intents.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
-import { openRedisConnection, type RedisConnection } from '../store/redis-connection.js';
-import { RedisSlidingWindowLimiter } from '../store/redis-limiter.js';
+import type { RedisConnection } from '../store/redis-connection.js';
 import { GovMetrics } from '../telemetry/metrics.js';
 
 /**
@@ -89,6 +87,8 @@ export function createLogger(settings: Settings): Logger {
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
   if (settings.databaseUrl !== null) {
+    // Loaded only when used: pg and ioredis cost a sidecar, which never uses them, ~11 MB of resident memory.
+    const { openPostgresStorage } = await import('../ledger/postgres.js');
     return openPostgresStorage(settings.databaseUrl, {
       encryptionKey,
       source: settings.sourceId,
@@ -199,8 +199,13 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
 
   // Never throws for an unreachable Redis: it reconnects in the background and the limits follow their
   // Redis-down behaviour meanwhile (runtime/rate-limit-scopes.ts).
-  const redis = settings.redis === null ? null : await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
-  const limiter: RateLimiter = redis === null ? new MemorySlidingWindowLimiter() : new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+  let redis: RedisConnection | null = null;
+  let limiter: RateLimiter = new MemorySlidingWindowLimiter();
+  if (settings.redis !== null) {
+    const [{ openRedisConnection }, { RedisSlidingWindowLimiter }] = await Promise.all([import('../store/redis-connection.js'), import('../store/redis-limiter.js')]);
+    redis = await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
+    limiter = new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+  }
 
   // Replicas sharing a store see each other's kill switch and manifests within GOV_STATE_REFRESH_MS (plus one
   // read); decisions never wait on the store for them (docs/deployment.md, "Shared state").
