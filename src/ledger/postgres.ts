@@ -148,6 +148,10 @@ class PostgresLedger implements Ledger {
     return this.builder.head();
   }
 
+  pendingRows(): number {
+    return this.inFlight.size;
+  }
+
   room(): Promise<void> | null {
     if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
     return new Promise<void>((resolve) => this.roomWaiters.push(resolve));
