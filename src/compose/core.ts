@@ -239,7 +239,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
 
   const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });
   metrics.watchLedger(storage.ledger, settings.ledgerMaxPendingRows);
-  const checks: HealthCheck[] = [storeCheck(settings.databaseUrl === null ? 'ledger' : 'database', storage.kv)];
+  const checks: HealthCheck[] = [storeCheck(settings.databaseUrl === null ? 'ledger' : 'database', storage.kv, settings.sourceId)];
   if (redis !== null) checks.push({ name: 'redis', neededForCalls: false, probe: async () => void (await redis.client.ping()) });
   const health = new HealthChecks(checks, settings.healthTimeoutMs, metrics, logger);
 

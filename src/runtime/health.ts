@@ -39,9 +39,14 @@ export interface HealthCheck {
   probe(): Promise<ProbeResult | void>;
 }
 
-/** A store read that touches the store for real (a table row in PostgreSQL, a read transaction in LMDB). */
-export function storeCheck(name: 'database' | 'ledger', kv: KvStore): HealthCheck {
-  return { name, neededForCalls: true, probe: async () => void (await kv.get('health', 'probe')) };
+/**
+ * A small committed write, this process's own key: what every governed call needs of the store. A read
+ * would pass where calls fail: an LMDB ledger on a full disk still reads, and so does a PostgreSQL that
+ * turned read-only. The write is one upsert (PostgreSQL) or one flushed transaction (LMDB) per probe.
+ */
+export function storeCheck(name: 'database' | 'ledger', kv: KvStore, source: string): HealthCheck {
+  const key = `probe:${source}`;
+  return { name, neededForCalls: true, probe: () => kv.put('health', key, { at: Date.now() }) };
 }
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
