@@ -885,10 +885,6 @@ async function checkKeyFingerprint(pool: pg.Pool, payloadKey: Buffer | undefined
 }
 
 /**
- * Opens the central audit store at `url` (a postgres:// connection string): migrates it unless told not
- * to, checks the encryption key, and continues this process's source chain from its stored head.
- */
-/**
  * Errors that say the server cannot be reached or is going away, not that a statement is wrong: socket
  * errors, SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now), 53300 (too
  * many connections), and node-postgres's own messages for a dropped connection or a connect timeout.
@@ -921,6 +917,10 @@ function reportingUnavailable(pool: pg.Pool): pg.Pool {
   });
 }
 
+/**
+ * Opens the central audit store at `url` (a postgres:// connection string): migrates it unless told not
+ * to, checks the encryption key, and continues this process's source chain from its stored head.
+ */
 export async function openPostgresStorage(url: string, opts: PostgresStorageOptions = {}): Promise<Storage> {
   const payloadKey = opts.encryptionKey;
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
