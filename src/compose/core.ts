@@ -25,6 +25,7 @@ import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classi
 import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { PaymentIntents } from '../runtime/payment-intents.js';
+import { HealthChecks, storeCheck, type HealthCheck } from '../runtime/health.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
 import type { RedisConnection } from '../store/redis-connection.js';
 import { GovMetrics } from '../telemetry/metrics.js';
@@ -49,12 +50,14 @@ export interface Core {
   policies: PolicyRegistry;
   /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
   policyWatcher: PolicyDirWatcher | null;
-  /** Brings the kill switch and the registered manifests up to the store every GOV_STATE_REFRESH_MS. */
+  /** Brings the kill switch, the registered manifests and the active policy set up to the store every GOV_STATE_REFRESH_MS. */
   stateRefresh: PeriodicRefresh;
   /** The rate-limit port (Redis with GOV_REDIS_URL, else in process) and the rules of GOV_RATE_LIMIT_FILE. */
   limiter: RateLimiter;
   /** The Redis connection (GOV_REDIS_URL); null without it. */
   redis: RedisConnection | null;
+  /** Probes of the store and Redis (a mode may add its own links): the health routes and gov_health_* gauges. */
+  health: HealthChecks;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
@@ -207,16 +210,18 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     limiter = new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
   }
 
-  // Replicas sharing a store see each other's kill switch and manifests within GOV_STATE_REFRESH_MS (plus one
-  // read); decisions never wait on the store for them (docs/deployment.md, "Shared state").
+  // Replicas sharing a store see each other's kill switch, manifests and policy activations within
+  // GOV_STATE_REFRESH_MS (plus one read); decisions never wait on the store for them (docs/deployment.md,
+  // "Shared state").
   const stateRefresh = new PeriodicRefresh(async () => {
-    const [switched, registered] = await Promise.allSettled([killSwitch.refresh(), manifests.refresh()]);
+    const [switched, registered, activated] = await Promise.allSettled([killSwitch.refresh(), manifests.refresh(), policies.refresh()]);
     if (registered.status === 'fulfilled') {
       for (const e of registered.value) logger.error({ err: { message: e.message } }, 'registered manifest refused; its agent keeps the manifest it had');
     }
-    const failed = [switched, registered].find((r) => r.status === 'rejected');
+    if (activated.status === 'fulfilled' && activated.value) logger.info({ policy_version: policies.current().version }, 'policy set changed through another replica');
+    const failed = [switched, registered, activated].find((r) => r.status === 'rejected');
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-  }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch and manifests stay in force'));
+  }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch, manifests and policy set stay in force'));
   stateRefresh.start();
   const reviewQueue = new ReviewQueue(storage.kv);
   // GOV_DETECTOR_URL unset: no client exists and no decision awaits anything (zero cost).
@@ -241,6 +246,10 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
   });
 
   const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });
+  metrics.watchLedger(storage.ledger, settings.ledgerMaxPendingRows);
+  const checks: HealthCheck[] = [storeCheck(settings.databaseUrl === null ? 'ledger' : 'database', storage.kv, settings.sourceId)];
+  if (redis !== null) checks.push({ name: 'redis', neededForCalls: false, probe: async () => void (await redis.client.ping()) });
+  const health = new HealthChecks(checks, settings.healthTimeoutMs, metrics, logger);
 
   let closing: Promise<void> | null = null;
   return {
@@ -256,6 +265,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     stateRefresh,
     limiter,
     redis,
+    health,
     rateRules,
     metrics,
     logger,

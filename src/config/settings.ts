@@ -55,7 +55,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_POLICY_WATCH', modes: ['embedded', 'gateway', 'sidecar'], default: 'true', help: 'hot reload: watch GOV_POLICY_DIR and publish/activate changed packs; a bad file keeps the last good version (docs/policies.md)' },
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
-  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch and registered manifests are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch, registered manifests and active policy set are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_HEALTH_TIMEOUT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '500', help: 'the longest a health request waits on each store probe; a store that has not answered by then is reported down (error timeout)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
   { name: 'GOV_INGEST_MAX_BYTES', modes: ['gateway'], default: '67108864', help: 'largest replication batch POST /v1/audit/ingest takes, counted after gzip decompression (413 above)' },
@@ -165,9 +166,11 @@ export interface Settings {
   policyWatch: boolean;
   policyWatchIntervalMs: number;
   manifestDir: string;
-  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch and manifests may be (0: read at start only). */
+  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch, manifests and policy set may be (0: read at start only). */
   stateRefreshMs: number;
   reviewSlaMinutes: number;
+  /** GOV_HEALTH_TIMEOUT_MS: the bound on each health probe, so a health request never hangs on a dead store. */
+  healthTimeoutMs: number;
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
   detector: DetectorSettings | null;
@@ -279,6 +282,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
     stateRefreshMs: parse('GOV_STATE_REFRESH_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_STATE_REFRESH_MS') ?? '1000'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
+    healthTimeoutMs: parse('GOV_HEALTH_TIMEOUT_MS', z.coerce.number().int().min(1).max(60_000), get('GOV_HEALTH_TIMEOUT_MS') ?? '500'),
     logLevel,
     detector: loadDetectorSettings(get, parse),
     redis: loadRedisSettings(mode, get, parse),

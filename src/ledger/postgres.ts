@@ -148,6 +148,10 @@ class PostgresLedger implements Ledger {
     return this.builder.head();
   }
 
+  pendingRows(): number {
+    return this.inFlight.size;
+  }
+
   room(): Promise<void> | null {
     if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
     return new Promise<void>((resolve) => this.roomWaiters.push(resolve));
@@ -881,6 +885,39 @@ async function checkKeyFingerprint(pool: pg.Pool, payloadKey: Buffer | undefined
 }
 
 /**
+ * Errors that say the server cannot be reached or is going away, not that a statement is wrong: socket
+ * errors, SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now), 53300 (too
+ * many connections), and node-postgres's own messages for a dropped connection or a connect timeout.
+ */
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', '57P01', '57P02', '57P03', '53300']);
+const UNREACHABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/;
+
+function unreachable(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || code.startsWith('08'))) return true;
+  return e instanceof Error && UNREACHABLE_MESSAGES.test(e.message);
+}
+
+/**
+ * The pool as the adapters use it, with a lost server reported as LedgerUnavailableError: every route
+ * answers 503 with Retry-After while the database is unreachable, never a 500 (the append path already
+ * reports its failures so; this covers the reads and the kv store).
+ */
+function reportingUnavailable(pool: pg.Pool): pg.Pool {
+  const rethrow = (e: unknown): never => {
+    throw unreachable(e) ? new LedgerUnavailableError('the database is unreachable', { cause: e }) : e;
+  };
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop === 'query') return (...args: Parameters<pg.Pool['query']>) => (target.query as (...a: unknown[]) => Promise<unknown>)(...args).catch(rethrow);
+      if (prop === 'connect') return () => target.connect().catch(rethrow);
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
  * Opens the central audit store at `url` (a postgres:// connection string): migrates it unless told not
  * to, checks the encryption key, and continues this process's source chain from its stored head.
  */
@@ -911,11 +948,12 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     await checkKeyFingerprint(pool, payloadKey);
     const res = await pool.query<{ seq: string; hash: string | null }>('SELECT seq, hash FROM gov_source_heads WHERE source = $1', [source]);
     const head = res.rows[0] ? { seq: Number(res.rows[0].seq), hash: res.rows[0].hash } : { seq: 0, hash: null };
-    const ledger = new PostgresLedger(pool, source, payloadKey, head, Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS));
+    const guarded = reportingUnavailable(pool);
+    const ledger = new PostgresLedger(guarded, source, payloadKey, head, Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS));
     let closing: Promise<void> | null = null;
     return {
       ledger,
-      kv: new PostgresKv(pool),
+      kv: new PostgresKv(guarded),
       close() {
         closing ??= (async () => {
           await ledger.close();
