@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, SourceChainCheck } from '../contracts/audit.js';
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, touch } from './agent-stats.js';
 import { planList } from './audit-query.js';
+import { isSafeString, UNSAFE_STRING } from '../contracts/json-data.js';
 import { ChainWalker } from './chain.js';
 import { LedgerConflictError, LedgerInputError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
@@ -51,10 +52,11 @@ const MAX_TIMESTAMP_MS = Date.parse('9999-12-31T23:59:59.999Z');
 /**
  * Whether PostgreSQL's text type can hold `s` as it is: no NUL, and no lone surrogate (the driver would
  * send U+FFFD in its place, so a column would differ from the hashed header, which JSON escapes it in).
+ * The API refuses such strings before any store sees them (contracts/json-data.ts); this guards the
+ * callers that are not HTTP requests.
  */
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 function storable(s: string | null | undefined): boolean {
-  return typeof s !== 'string' || !UNSTORABLE.test(s);
+  return typeof s !== 'string' || isSafeString(s);
 }
 
 /** The failing statement reports the error; the event is only observed. */
@@ -533,7 +535,7 @@ class PostgresLedger implements Ledger {
 
   async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
     // A cursor PostgreSQL cannot take as text: from its well-formed part, which orders the same up to there.
-    let cursor = after === undefined ? null : storable(after) ? after : after.replace(new RegExp(UNSTORABLE.source, 'g'), '');
+    let cursor = after === undefined ? null : storable(after) ? after : after.replace(new RegExp(UNSAFE_STRING.source, 'g'), '');
     for (;;) {
       const sent = this.unsettled.beginRead();
       let items: Array<[string, AgentStats]>;
