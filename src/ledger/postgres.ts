@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, SourceChainCheck } from '../contracts/audit.js';
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, touch } from './agent-stats.js';
-import { planList } from './audit-query.js';
+import { planList, type ListPlan } from './audit-query.js';
 import { isSafeString, UNSAFE_STRING } from '../contracts/json-data.js';
 import { ChainWalker } from './chain.js';
 import { LedgerConflictError, LedgerInputError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
@@ -57,6 +57,29 @@ const MAX_TIMESTAMP_MS = Date.parse('9999-12-31T23:59:59.999Z');
  */
 function storable(s: string | null | undefined): boolean {
   return typeof s !== 'string' || isSafeString(s);
+}
+
+/**
+ * The statement of one page of GET /v1/audit/executions: newest first by `id` (arrival order), every filter
+ * a column with an index that keeps that order (migrations/0001_init.sql: source, agent_id and decision
+ * each with id; ts), reading one row past the limit. Exported for the plan test (postgres-store.test.ts).
+ */
+export function listStatement(plan: ListPlan): { text: string; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (sql: string, v: unknown) => {
+    values.push(v);
+    where.push(sql.replace('?', `$${values.length}`));
+  };
+  if (plan.below < Number.MAX_SAFE_INTEGER) add('id < ?', plan.below);
+  if (plan.source !== undefined) add('source = ?', plan.source);
+  if (plan.agentId !== undefined) add('agent_id = ?', plan.agentId);
+  if (plan.outcome !== undefined) add('decision = ?', plan.outcome);
+  if (plan.sinceMs !== undefined) add('ts >= to_timestamp(?::bigint / 1000.0)', plan.sinceMs);
+  if (plan.phase !== undefined) add('phase = ?', plan.phase);
+  else where.push(`phase <> 'policy'`);
+  values.push(plan.limit + 1);
+  return { text: `SELECT id, seq, row_bytes FROM gov_audit_rows WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT $${values.length}`, values };
 }
 
 /** The failing statement reports the error; the event is only observed. */
@@ -471,24 +494,7 @@ class PostgresLedger implements Ledger {
     const plan = planList(query, Number.MAX_SAFE_INTEGER - 1);
     // A value no row can hold matches none (and PostgreSQL would refuse it as a parameter).
     if (!storable(plan.agentId) || !storable(plan.source)) return { items: [], next_cursor: null };
-    const where: string[] = [];
-    const values: unknown[] = [];
-    const add = (sql: string, v: unknown) => {
-      values.push(v);
-      where.push(sql.replace('?', `$${values.length}`));
-    };
-    if (plan.below < Number.MAX_SAFE_INTEGER) add('id < ?', plan.below);
-    if (plan.source !== undefined) add('source = ?', plan.source);
-    if (plan.agentId !== undefined) add('agent_id = ?', plan.agentId);
-    if (plan.outcome !== undefined) add('decision = ?', plan.outcome);
-    if (plan.sinceMs !== undefined) add('ts >= to_timestamp(?::bigint / 1000.0)', plan.sinceMs);
-    if (plan.phase !== undefined) add('phase = ?', plan.phase);
-    else where.push(`phase <> 'policy'`);
-    values.push(plan.limit + 1);
-    const res = await this.pool.query<{ id: string; seq: string; row_bytes: Buffer }>(
-      `SELECT id, seq, row_bytes FROM gov_audit_rows WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT $${values.length}`,
-      values,
-    );
+    const res = await this.pool.query<{ id: string; seq: string; row_bytes: Buffer }>(listStatement(plan));
     const items = res.rows.slice(0, plan.limit).map((r) => readAuditRow(r.row_bytes, Number(r.seq)));
     const more = res.rows.length > plan.limit;
     return { items, next_cursor: more ? String(res.rows[plan.limit - 1].id) : null };

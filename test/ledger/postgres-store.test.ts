@@ -3,7 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { LedgerConflictError, LedgerInputError } from '../../src/ledger/errors.js';
-import { openPostgresStorage } from '../../src/ledger/postgres.js';
+import { planList } from '../../src/ledger/audit-query.js';
+import { listStatement, openPostgresStorage } from '../../src/ledger/postgres.js';
 import type { Storage } from '../../src/ledger/port.js';
 import { createTestDatabase, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
 import { at, entry } from './fixtures/ledger-suite.js';
@@ -46,6 +47,22 @@ if (await requirePostgres()) {
     t.same(paged.items.map((r) => r.seq), [3, 2]);
     t.same((await b.ledger.list({ limit: 2, source: 'sidecar@b', cursor: paged.next_cursor! })).items.map((r) => r.seq), [1]);
     t.same((await a.ledger.get(rb[0].envelope_id))!.source, 'sidecar@b');
+  });
+
+  t.test('the source filter is served by its index (source, id), newest first, not by a scan of the fleet', async (t) => {
+    const db = await createTestDatabase();
+    const busy = await store(t, db, 'gateway@busy');
+    const rare = await store(t, db, 'sidecar@rare');
+    const own = await Promise.all(Array.from({ length: 5 }, () => rare.ledger.append(entry())));
+    for (let i = 0; i < 4; i++) await Promise.all(Array.from({ length: 1000 }, () => busy.ledger.append(entry())));
+    await sqlOn(db, 'ANALYZE gov_audit_rows');
+    const plan = planList({ limit: 50, source: 'sidecar@rare' }, Number.MAX_SAFE_INTEGER - 1);
+    const stmt = listStatement(plan);
+    const explained = await sqlOn<{ 'QUERY PLAN': unknown }>(db, `EXPLAIN (FORMAT JSON) ${stmt.text}`, stmt.values);
+    const text = JSON.stringify(explained.rows[0]['QUERY PLAN']);
+    t.match(text, /"Index Name":"gov_audit_rows_source_id"/, 'read through gov_audit_rows_source_id');
+    t.notMatch(text, /"Seq Scan"/, 'no sequential scan');
+    t.same((await busy.ledger.list({ limit: 50, source: 'sidecar@rare' })).items.map((r) => r.envelope_id), own.map((r) => r.envelope_id).reverse());
   });
 
   t.test('agent stats and the agent list count every source', async (t) => {
