@@ -4,6 +4,7 @@ import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStat
 import { planList, type ListPlan } from './audit-query.js';
 import { isSafeString, UNSAFE_STRING } from '../contracts/json-data.js';
 import { ChainWalker } from './chain.js';
+import { CommitWaiters } from './commit-waiters.js';
 import { LedgerConflictError, LedgerInputError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
@@ -141,11 +142,9 @@ class PostgresLedger implements Ledger {
   private scheduled = false;
   private closing = false;
   private closed: Promise<void> | null = null;
-  private idleWaiters: Array<() => void> = [];
-  private roomWaiters: Array<() => void> = [];
   /** Rows appended and not yet settled, by envelope id; get() waits on them. */
   private readonly inFlight = new Map<string, PendingRow>();
-  private readonly settleWaiters = new Map<string, Array<() => void>>();
+  private readonly waiters: CommitWaiters;
   /** pre-check envelope id → post_check envelope id of rows not yet settled. */
   private readonly inFlightPostChecks = new Map<string, string>();
   /** This process's activity rows that reads of the stored counters may not see yet (agentStats adds them). */
@@ -163,10 +162,11 @@ class PostgresLedger implements Ledger {
     private readonly source: string,
     private readonly payloadKey: Buffer | undefined,
     head: { seq: number; hash: string | null },
-    private readonly maxPendingRows: number,
+    maxPendingRows: number,
   ) {
     this.builder = new RowBuilder(head, payloadKey, source);
     this.committedHead = head;
+    this.waiters = new CommitWaiters({ pending: () => this.inFlight.size, busy: () => this.writing || this.queue.length > 0, closing: () => this.closing }, maxPendingRows);
   }
 
   async head(): Promise<{ seq: number; hash: string | null }> {
@@ -174,16 +174,7 @@ class PostgresLedger implements Ledger {
   }
 
   room(): Promise<void> | null {
-    if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
-    return new Promise<void>((resolve) => this.roomWaiters.push(resolve));
-  }
-
-  /** Lets waiting work in once the backlog is down to three quarters of the bound (as the LMDB ledger). */
-  private wakeRoomWaiters(): void {
-    if (this.roomWaiters.length === 0 || (this.inFlight.size > (this.maxPendingRows * 3) / 4 && !this.closing)) return;
-    const waiters = this.roomWaiters;
-    this.roomWaiters = [];
-    for (const w of waiters) w();
+    return this.waiters.whenRoom();
   }
 
   append(entry: AppendEntry): Promise<AuditRow> {
@@ -251,12 +242,12 @@ class PostgresLedger implements Ledger {
       () => {
         this.writing = false;
         if (this.queue.length > 0) this.flush();
-        else this.notifyIfIdle();
+        else this.waiters.notifyIfIdle();
       },
       (err: unknown) => {
         this.failBatch(batch, err);
         this.writing = false;
-        this.notifyIfIdle();
+        this.waiters.notifyIfIdle();
       },
     );
   }
@@ -408,7 +399,7 @@ class PostgresLedger implements Ledger {
     const id = p.entry.envelope_id;
     if (this.inFlight.get(id) === p) this.inFlight.delete(id);
     if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === id) this.inFlightPostChecks.delete(p.postCheckParent);
-    if (this.settleWaiters.size > 0) this.settle(id);
+    this.waiters.settled(id);
   }
 
   private settleOne(p: PendingRow, err: unknown): void {
@@ -425,7 +416,7 @@ class PostgresLedger implements Ledger {
       this.forget(p);
       p.resolve(p.built.row);
     }
-    this.wakeRoomWaiters();
+    this.waiters.wakeRoom();
   }
 
   /**
@@ -441,39 +432,12 @@ class PostgresLedger implements Ledger {
       if (this.inFlight.get(p.entry.envelope_id) === p) this.settleOne(p, error);
     }
     this.builder.reset(this.committedHead);
-    this.wakeRoomWaiters();
-  }
-
-  private whenSettled(envelopeId: string): Promise<void> {
-    return new Promise((resolve) => {
-      const waiters = this.settleWaiters.get(envelopeId);
-      if (waiters) waiters.push(resolve);
-      else this.settleWaiters.set(envelopeId, [resolve]);
-    });
-  }
-
-  private settle(envelopeId: string): void {
-    const waiters = this.settleWaiters.get(envelopeId);
-    if (!waiters) return;
-    this.settleWaiters.delete(envelopeId);
-    for (const w of waiters) w();
-  }
-
-  private notifyIfIdle(): void {
-    if (this.writing || this.queue.length > 0 || this.inFlight.size > 0) return;
-    const waiters = this.idleWaiters;
-    this.idleWaiters = [];
-    for (const w of waiters) w();
-  }
-
-  private whenIdle(): Promise<void> {
-    if (!this.writing && this.queue.length === 0 && this.inFlight.size === 0) return Promise.resolve();
-    return new Promise((res) => this.idleWaiters.push(res));
+    this.waiters.wakeRoom();
   }
 
   async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
     if (!storable(envelopeId)) return null;
-    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     const res = await this.pool.query<{ seq: string; row_bytes: Buffer }>({
       name: 'gov_get_row',
       text: 'SELECT seq, row_bytes FROM gov_audit_rows WHERE envelope_id = $1',
@@ -658,7 +622,7 @@ class PostgresLedger implements Ledger {
   async erasePayload(envelopeId: string): Promise<boolean> {
     if (this.closing) throw new LedgerUnavailableError('ledger is closed');
     if (!storable(envelopeId)) return false;
-    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     const res = await this.pool.query<{ erased: boolean }>('SELECT gov_erase_payload($1) AS erased', [envelopeId]);
     return res.rows[0].erased;
   }
@@ -666,8 +630,8 @@ class PostgresLedger implements Ledger {
   close(): Promise<void> {
     if (!this.closed) {
       this.closing = true;
-      this.wakeRoomWaiters();
-      this.closed = this.whenIdle().then(async () => {
+      this.waiters.wakeRoom();
+      this.closed = this.waiters.whenIdle().then(async () => {
         await Promise.allSettled([...this.verifying]);
       });
     }
