@@ -166,7 +166,7 @@ export class ProxyServer {
         }
         // What the API refuses (a NUL or lone surrogate in a string), whatever the adapter: never checked, recorded or forwarded.
         const unsafe = mode === 'governed' ? requestStringProblem(body) : null;
-        if (unsafe !== null) return sendError(res, adapter, errorInfo('bad_request', `the request body at body${unsafe.path}: ${unsafe.message}`));
+        if (unsafe !== null) return sendError(res, adapter, errorInfo('bad_request', `request body failed validation at body${unsafe.path}: ${unsafe.message}`));
         let proposal: Proposal;
         if (mode === 'governed' && adapter.proposeRaw !== undefined) {
           try {
