@@ -81,11 +81,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   }).withTypeProvider<ZodTypeProvider>();
 
-  // Before any schema runs: a non-finite number or absurd nesting anywhere in the body is a 422.
+  // Before any schema runs, on every route and whatever the store: a non-finite number, absurd nesting, or a
+  // NUL or lone surrogate in any string the caller sent (path, query or body) is a 422 naming the field.
   app.addHook('preValidation', async (req) => {
-    if (req.body === null || typeof req.body !== 'object') return;
-    const problem = jsonDataProblem(req.body);
-    if (problem) throw new AppError('validation_failed', `request body failed validation: ${problem.message}`, { issues: [{ path: `body${problem.path}`, message: problem.message }] });
+    for (const [where, data] of [['params', req.params], ['querystring', req.query], ['body', req.body]] as const) {
+      if (data === null || data === undefined) continue;
+      const problem = jsonDataProblem(data);
+      if (problem) throw new AppError('validation_failed', `request ${where} failed validation: ${problem.message}`, { issues: [{ path: `${where}${problem.path}`, message: problem.message }] });
+    }
   });
 
   app.setValidatorCompiler(validatorCompiler);
