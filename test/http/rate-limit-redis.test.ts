@@ -12,10 +12,14 @@ const redis = await testRedis();
 const services = { skip: 'skip' in redis ? `rate limits shared through Redis: ${redis.skip}` : false };
 const url = 'url' in redis ? redis.url : '';
 
+const SHARED_TIMEOUT_MS = '10000';
+
 /** Two gateway replicas on one Redis and key prefix, each with its own ledger. */
 const replicas = async (t: Test, env: Record<string, string> = {}, clock?: () => Date): Promise<[TestGateway, TestGateway]> => {
   const prefix = uniquePrefix('http');
-  const start = () => startGateway({ mode: 'gateway', clock, env: { RATE_LIMIT_ENABLED: 'true', GOV_REDIS_URL: url, GOV_REDIS_PREFIX: prefix, GOV_POLICY_WATCH: 'false', ...env } });
+  // A generous Redis timeout: these tests count shared limits, and under a loaded test run a 100 ms
+  // timeout lets calls through uncounted (the Redis-down behaviour, tested on its own elsewhere).
+  const start = () => startGateway({ mode: 'gateway', clock, env: { RATE_LIMIT_ENABLED: 'true', GOV_REDIS_URL: url, GOV_REDIS_PREFIX: prefix, GOV_REDIS_TIMEOUT_MS: SHARED_TIMEOUT_MS, GOV_POLICY_WATCH: 'false', ...env } });
   const a = await start();
   const b = await start();
   t.teardown(async () => {
@@ -116,6 +120,7 @@ t.test('two gateway processes sharing one Redis admit 70, not 140', services, as
       RATE_LIMIT_ENABLED: 'true',
       GOV_REDIS_URL: url,
       GOV_REDIS_PREFIX: prefix,
+      GOV_REDIS_TIMEOUT_MS: SHARED_TIMEOUT_MS,
     }));
   }
   t.match(procs[0].stdout() + procs[0].stderr(), /"rate_limits":"redis"/, 'the start log says the limits are in Redis');
