@@ -18,6 +18,42 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
+/** Pause before a BullMQ object whose set-up failed is replaced. */
+const RENEW_DELAY_MS = 1000;
+
+/**
+ * A BullMQ Queue or Worker, replaced when its connection set-up fails. BullMQ sets a connection up once
+ * (wait for ready, load scripts, read the server version) and keeps a failed set-up for good: a Redis that
+ * goes away during it (a restart at the wrong moment) would leave the object failing every call forever.
+ */
+class Renewed<X extends { waitUntilReady(): Promise<unknown>; close(): Promise<void> }> {
+  current: X;
+  private closed = false;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly make: () => X) {
+    this.current = this.watch(make());
+  }
+
+  private watch(x: X): X {
+    x.waitUntilReady().catch(() => {
+      if (this.closed || this.current !== x) return;
+      x.close().catch(() => undefined);
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        if (!this.closed) this.current = this.watch(this.make());
+      }, RENEW_DELAY_MS);
+    });
+    return x;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    await this.current.close().catch(() => undefined);
+  }
+}
+
 /**
  * One BullMQ queue and its worker. Every replica runs a worker on the same queue in the same Redis, and
  * BullMQ hands each job to one of them (a job whose worker dies is taken up again by another after its
@@ -25,8 +61,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * a job that fails its last attempt stays in BullMQ's failed set, which is the dead-letter queue.
  */
 class BullMqQueue<T> implements JobQueue<T> {
-  private readonly queue: Queue;
-  private readonly worker: Worker;
+  private readonly queue: Renewed<Queue>;
+  private readonly worker: Renewed<Worker>;
 
   constructor(
     readonly name: string,
@@ -38,7 +74,9 @@ class BullMqQueue<T> implements JobQueue<T> {
     observer: QueueObserver,
     errors: ThrottledLog,
   ) {
-    this.queue = new Queue(name, {
+    // Without listeners an 'error' event would throw; Redis outages are logged once per burst instead.
+    const onError = (e: Error) => errors.log({ queue: name, err: { message: e.message } }, 'job queue cannot reach Redis; retrying');
+    this.queue = new Renewed(() => new Queue(name, {
       connection: producer,
       prefix,
       defaultJobOptions: {
@@ -48,27 +86,27 @@ class BullMqQueue<T> implements JobQueue<T> {
         // Dead letters stay until an operator retries or removes them (docs/queues.md).
         removeOnFail: false,
       },
-    });
-    this.worker = new Worker(name, (job: Job) => handler(job.data as T, job.attemptsMade + 1), { connection: consumer, prefix, concurrency: policy.concurrency });
-    // Without listeners an 'error' event would throw; Redis outages are logged once per burst instead.
-    const onError = (e: Error) => errors.log({ queue: name, err: { message: e.message } }, 'job queue cannot reach Redis; retrying');
-    this.queue.on('error', onError);
-    this.worker.on('error', onError);
-    this.worker.on('failed', (job: Job | undefined, err: Error) => {
-      if (job === undefined) return;
-      const id = job.id ?? '';
-      observer.attemptFailed?.(name, id, job.attemptsMade, err);
-      if (job.attemptsMade >= (job.opts.attempts ?? 1)) observer.deadLettered?.(name, id, err);
+    }).on('error', onError));
+    this.worker = new Renewed(() => {
+      const w = new Worker(name, (job: Job) => handler(job.data as T, job.attemptsMade + 1), { connection: consumer, prefix, concurrency: policy.concurrency });
+      w.on('error', onError);
+      w.on('failed', (job: Job | undefined, err: Error) => {
+        if (job === undefined) return;
+        const id = job.id ?? '';
+        observer.attemptFailed?.(name, id, job.attemptsMade, err);
+        if (job.attemptsMade >= (job.opts.attempts ?? 1)) observer.deadLettered?.(name, id, err);
+      });
+      return w;
     });
   }
 
   async add(jobId: string, data: T): Promise<void> {
     // The same id again is a no-op while BullMQ still holds the job (waiting, retrying, completed or dead).
-    await withTimeout(this.queue.add(this.name, data, { jobId }), REDIS_WAIT_MS, `enqueue on ${this.name}`);
+    await withTimeout(this.queue.current.add(this.name, data, { jobId }), REDIS_WAIT_MS, `enqueue on ${this.name}`);
   }
 
   async counts(): Promise<QueueCounts> {
-    const c = await withTimeout(this.queue.getJobCounts('waiting', 'prioritized', 'delayed', 'active', 'failed'), REDIS_WAIT_MS, `counts of ${this.name}`);
+    const c = await withTimeout(this.queue.current.getJobCounts('waiting', 'prioritized', 'delayed', 'active', 'failed'), REDIS_WAIT_MS, `counts of ${this.name}`);
     return { waiting: (c.waiting ?? 0) + (c.prioritized ?? 0), delayed: c.delayed ?? 0, active: c.active ?? 0, dead: c.failed ?? 0 };
   }
 
@@ -80,9 +118,9 @@ class BullMqQueue<T> implements JobQueue<T> {
 
 /**
  * The job-queue port on BullMQ (GOV_REDIS_URL): queues shared by every replica behind one Redis, their keys
- * under `<GOV_REDIS_PREFIX>bull:<queue>:`. BullMQ gets connections of its own, not the limiter's: the
- * limiter's 100 ms command timeout would cut the worker's blocking reads, and the producer must fail fast
- * (no offline queue) so that a Redis outage reaches the caller's fallback instead of piling up in memory.
+ * under `<GOV_REDIS_PREFIX>bull:<queue>:`. BullMQ gets connections of its own, not the limiter's: that
+ * one's command timeout (GOV_REDIS_TIMEOUT_MS, 100 ms) is for the request path, and would cut the worker's
+ * blocking reads and BullMQ's larger scripts on a busy machine.
  */
 export class BullMqJobQueues implements JobQueues {
   readonly kind = 'bullmq' as const;
@@ -99,7 +137,9 @@ export class BullMqJobQueues implements JobQueues {
 
   open<T>(name: string, handler: JobHandler<T>, policy: RetryPolicy): JobQueue<T> {
     const retry = (attempt: number) => Math.min(50 * 2 ** Math.min(attempt, 6), 2000);
-    const producer: ConnectionOptions = { url: this.settings.url, enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: retry };
+    // Fails fast while Redis is down (no offline queue, nothing resent after a reconnect), so an add either
+    // reaches Redis or fails at once and the caller's pending record covers it.
+    const producer: ConnectionOptions = { url: this.settings.url, enableOfflineQueue: false, maxRetriesPerRequest: 0, autoResendUnfulfilledCommands: false, connectTimeout: REDIS_WAIT_MS, retryStrategy: retry };
     const consumer: ConnectionOptions = { url: this.settings.url, maxRetriesPerRequest: null, retryStrategy: retry };
     const q = new BullMqQueue<T>(name, handler, policy, producer, consumer, `${this.settings.keyPrefix}bull`, this.observer, this.errors);
     this.queues.push(q as JobQueue<unknown>);
