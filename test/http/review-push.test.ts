@@ -2,12 +2,8 @@
 // job queue, in process without Redis and on BullMQ with it. The target is a local server this test runs.
 import t, { type Test } from 'tap';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { SETTING_DOCS } from '../../src/config/settings.js';
 import { eventually, startGateway, workedExample, type TestGateway } from '../helpers/gateway.js';
-import { freePort, httpJson, startGovProcess, type GovProcess } from '../helpers/gov-process.js';
+import { httpJson, startGatewayProcesses } from '../helpers/gov-process.js';
 import { createTestDatabase, postgresUnreachable } from '../helpers/postgres.js';
 import { deletePrefix, hasRedisServer, startOwnRedis, testRedis, uniquePrefix } from '../helpers/redis.js';
 import { startWebhookTarget, type WebhookTarget } from '../helpers/webhook-target.js';
@@ -169,30 +165,14 @@ t.test('two gateway processes on one PostgreSQL and one Redis share the queue: e
   const hook = await target(t);
   const db = await createTestDatabase();
   const prefix = uniquePrefix('review-procs');
-  const dir = mkdtempSync(join(tmpdir(), 'gov-review-procs-'));
-  const procs: GovProcess[] = [];
-  t.teardown(async () => {
-    for (const p of procs) await p.kill();
-    await deletePrefix(redisUrl, prefix);
-    rmSync(dir, { recursive: true, force: true });
+  const procs = await startGatewayProcesses(t, ['one', 'two'], {
+    GOV_DATABASE_URL: db.url,
+    GOV_REDIS_URL: redisUrl,
+    GOV_REDIS_PREFIX: prefix,
+    GOV_REVIEW_WEBHOOK_URL: hook.url,
+    GOV_QUEUE_SWEEP_MS: '200',
   });
-  const base: NodeJS.ProcessEnv = { ...process.env };
-  for (const d of SETTING_DOCS) delete base[d.name];
-  for (const name of ['one', 'two']) {
-    procs.push(await startGovProcess('gateway', {
-      ...base,
-      GOV_ENV: 'test',
-      GOV_PORT: String(await freePort()),
-      GOV_DATABASE_URL: db.url,
-      GOV_DB_PATH: join(dir, name),
-      GOV_SOURCE_ID: `gateway-${name}`,
-      GOV_POLICY_WATCH: 'false',
-      GOV_REDIS_URL: redisUrl,
-      GOV_REDIS_PREFIX: prefix,
-      GOV_REVIEW_WEBHOOK_URL: hook.url,
-      GOV_QUEUE_SWEEP_MS: '200',
-    }));
-  }
+  t.teardown(() => deletePrefix(redisUrl, prefix));
   const body = JSON.stringify(workedExample({ output: SSN_OUTPUT }));
   const ids: string[] = [];
   for (let round = 0; round < 4; round++) {
