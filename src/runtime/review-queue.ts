@@ -17,6 +17,9 @@ export interface ReviewQueueDeps {
   onPushDeferred?: (e: unknown) => void;
 }
 
+/** Pending pushes handed over at once by a sweep, so a long outage's backlog is not one burst. */
+const SWEEP_CHUNK = 100;
+
 const keyOf = (item: ReviewItem) => `${item.created_at}|${item.envelope_id}`;
 
 /**
@@ -56,17 +59,23 @@ export class ReviewQueue {
 
   /**
    * Hands the queue every pending push created before `before` (older ones only, so that pushes still on
-   * their way in this or another replica are left to finish). Returns how many the queue took.
+   * their way in this or another replica are left to finish), a chunk at a time; a chunk the queue refuses
+   * whole ends the pass (Redis is down: the next pass tries again). Returns how many the queue took.
    */
   async sweep(before: Date): Promise<number> {
     const queue = this.pushQueue;
     if (queue === null) return 0;
     const limit = before.toISOString();
     const due = (await this.kv.entries<ReviewItem>(PENDING_NS)).filter(([, item]) => item.created_at < limit);
-    const results = await Promise.allSettled(due.map(([key, item]) => this.enqueue(queue, key, item)));
-    const failed = results.find((r) => r.status === 'rejected');
-    if (failed !== undefined) this.d.onPushDeferred?.((failed as PromiseRejectedResult).reason);
-    return results.filter((r) => r.status === 'fulfilled').length;
+    let taken = 0;
+    for (let i = 0; i < due.length; i += SWEEP_CHUNK) {
+      const results = await Promise.allSettled(due.slice(i, i + SWEEP_CHUNK).map(([key, item]) => this.enqueue(queue, key, item)));
+      for (const r of results) if (r.status === 'rejected') this.d.onPushDeferred?.(r.reason);
+      const ok = results.filter((r) => r.status === 'fulfilled').length;
+      taken += ok;
+      if (ok === 0) break;
+    }
+    return taken;
   }
 
   /** Pushes not yet held by the job queue (metrics, tests). */
