@@ -2,6 +2,7 @@
 // job queue, in process without Redis and on BullMQ with it. The target is a local server this test runs.
 import t, { type Test } from 'tap';
 import { createHmac } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { eventually, startGateway, workedExample, type TestGateway } from '../helpers/gateway.js';
 import { httpJson, startGatewayProcesses } from '../helpers/gov-process.js';
 import { createTestDatabase, postgresUnreachable } from '../helpers/postgres.js';
@@ -80,6 +81,25 @@ t.test('without Redis (embedded, LMDB): the in-process queue pushes each review 
   t.same(list.body.items.map((i: { envelope_id: string }) => i.envelope_id), [esc.body.envelope_id], 'the review list has it as before');
   t.equal(await eventually(() => metric(gw, /^gov_review_push_pending /), (v) => v === 0), 0, 'nothing left pending');
   t.equal(await metric(gw, /^gov_queue_jobs\{queue="review-push",state="dead"\}/), 0);
+});
+
+t.test('in process: a push unfinished at shutdown stays pending in the ledger and the next start delivers it', async (t) => {
+  const hook = await target(t);
+  hook.answer(() => 503);
+  // Long back-off: the push is still retrying when the gateway stops.
+  const first = await startGateway({ env: { GOV_POLICY_WATCH: 'false', GOV_REVIEW_WEBHOOK_URL: hook.url, GOV_QUEUE_BACKOFF_MS: '60000', GOV_QUEUE_SWEEP_MS: '100' } });
+  t.teardown(() => rmSync(first.dir, { recursive: true, force: true }));
+  const esc = await escalate(first);
+  await eventually(async () => hook.received.length, (n) => n === 1);
+  t.equal(await metric(first, /^gov_review_push_pending /), 1, 'pending while it retries');
+  await first.stop();
+
+  hook.answer(() => 200);
+  const second = await startGateway({ dir: first.dir, env: { GOV_POLICY_WATCH: 'false', GOV_REVIEW_WEBHOOK_URL: hook.url, GOV_QUEUE_SWEEP_MS: '100' } });
+  t.teardown(() => second.close());
+  await eventually(async () => hook.delivered().length, (n) => n === 1);
+  t.same(pushedIds(hook), [esc.body.envelope_id], 'delivered by the next start');
+  t.equal(await eventually(() => metric(second, /^gov_review_push_pending /), (v) => v === 0), 0);
 });
 
 t.test('without a webhook nothing is pushed and no queue exists, as before', async (t) => {
