@@ -28,7 +28,11 @@ import { PaymentIntents } from '../runtime/payment-intents.js';
 import { HealthChecks, storeCheck, type HealthCheck } from '../runtime/health.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
 import type { RedisConnection } from '../store/redis-connection.js';
+import { CachedAgentStats } from '../store/reliability-cache.js';
+import type { JobQueues } from '../runtime/job-queue.js';
+import { openJobQueues, REVIEW_PUSH_QUEUE } from './job-queues.js';
 import { GovMetrics } from '../telemetry/metrics.js';
+import { ThrottledLog } from '../telemetry/throttled-log.js';
 
 /**
  * The parts every mode shares, built from settings with no HTTP: storage, the governor and what it reads
@@ -58,6 +62,8 @@ export interface Core {
   redis: RedisConnection | null;
   /** Probes of the store and Redis (a mode may add its own links): the health routes and gov_health_* gauges. */
   health: HealthChecks;
+  /** The job queues (BullMQ with GOV_REDIS_URL, else in process); null when no queue is needed (no review webhook). */
+  queues: JobQueues | null;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
@@ -223,7 +229,32 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
   }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch, manifests and policy set stay in force'));
   stateRefresh.start();
-  const reviewQueue = new ReviewQueue(storage.kv);
+  const opened = await openJobQueues(settings, logger, metrics);
+  const pushLog = new ThrottledLog((fields, msg) => logger.warn(fields, msg));
+  const reviewQueue = new ReviewQueue({
+    kv: storage.kv,
+    push: opened?.reviewPush ?? null,
+    onPushDeferred: (e) => {
+      metrics.queueEnqueueDeferred.inc({ queue: REVIEW_PUSH_QUEUE });
+      pushLog.log({ err: { message: (e as Error).message } }, 'review push not enqueued (job queue unavailable); kept in the store for the next sweep');
+    },
+  });
+  // Pushes the queue did not take (Redis down, a crash before it did) are handed over again; at start too.
+  const pushSweep = new PeriodicRefresh(async () => {
+    await reviewQueue.sweep(new Date(clock().getTime() - settings.queues.sweepMs));
+  }, opened === null ? 0 : settings.queues.sweepMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'review push sweep failed; the next one tries again'));
+  pushSweep.start(true);
+  if (opened !== null) {
+    const queue = opened.reviewPush;
+    metrics.watchQueues(async () => {
+      if (redis !== null && !redis.up()) throw new Error('redis down');
+      return [[queue.name, await queue.counts()]];
+    }, () => reviewQueue.pendingPushes());
+  }
+  const ttl = settings.queues.reliabilityCacheTtlMs;
+  const statsCache = redis !== null && ttl > 0 && opts.historicalReliability === true
+    ? new CachedAgentStats(storage.ledger, redis, ttl, (result) => metrics.reliabilityCacheReads.inc({ result }))
+    : null;
   // GOV_DETECTOR_URL unset: no client exists and no decision awaits anything (zero cost).
   const classifier = settings.detector === null ? null : new RemoteClassifier(settings.detector);
   const governor = new Governor({
@@ -233,6 +264,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     reviewQueue,
     rules: () => rules,
     useHistoricalReliability: opts.historicalReliability ?? false,
+    agentStats: statsCache === null ? undefined : (agentId) => statsCache.agentStats(agentId),
     reviewSlaMinutes: settings.reviewSlaMinutes,
     backpressureWaitMs: settings.ledgerBackpressureWaitMs,
     maxStoredTextChars: settings.auditMaxTextChars,
@@ -266,6 +298,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     limiter,
     redis,
     health,
+    queues: opened?.queues ?? null,
     rateRules,
     metrics,
     logger,
@@ -274,6 +307,9 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
       closing ??= (async () => {
         await policyWatcher?.close();
         await stateRefresh.close();
+        // Queues first: an in-process job left unfinished releases the sweep waiting on it, and stays pending in the store.
+        await opened?.queues.close();
+        await pushSweep.close();
         await storage.close();
         await classifier?.close();
         await redis?.close();

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { AGENT_ID, parseAgentList } from './agent-identity.js';
 import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
 import { loadRedisSettings, REDIS_SETTING_DOCS, type RedisSettings } from './redis-settings.js';
+import { loadQueueSettings, QUEUE_SETTING_DOCS, type QueueSettings } from './queue-settings.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
 import { SourceId } from '../contracts/audit.js';
 import { defaultSourceId } from '../ledger/source-id.js';
@@ -67,6 +68,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_REPLICATION_RETRY_MAX_MS', modes: ['sidecar'], default: '30000', help: 'longest wait between attempts while the central gateway is unreachable or refuses (backoff doubles from GOV_REPLICATION_DELAY_MS)' },
   { name: 'GOV_REPLICATION_PRUNE_AFTER', modes: ['sidecar'], default: 'off', help: 'drop the local payload of rows the central store acknowledged once they are this old (e.g. 30m, 12h, 7d); header, chain and cursor stay' },
   ...REDIS_SETTING_DOCS,
+  ...QUEUE_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },
   { name: 'GOV_PROXY_HOST', modes: ['sidecar'], default: '127.0.0.1', help: 'address the proxy binds (the agent shares the pod, so loopback is enough)' },
@@ -176,6 +178,8 @@ export interface Settings {
   detector: DetectorSettings | null;
   /** The gateway's shared rate-limit store (GOV_REDIS_*); null: limits are counted in process. */
   redis: RedisSettings | null;
+  /** The job queues (review push, later the judge) and the reliability cache (GOV_REVIEW_WEBHOOK_*, GOV_QUEUE_*). */
+  queues: QueueSettings;
   /** Sidecar only; null in the other modes. */
   proxy: ProxySettings | null;
   /** GOV_INGEST_MAX_BYTES: the ingest endpoint's body limit after decompression (gateway). */
@@ -286,6 +290,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     logLevel,
     detector: loadDetectorSettings(get, parse),
     redis: loadRedisSettings(mode, get, parse),
+    queues: loadQueueSettings(get, parse),
     proxy: mode === 'sidecar' ? loadProxySettings(env, get, parse) : null,
     ingestMaxBytes: parse('GOV_INGEST_MAX_BYTES', z.coerce.number().int().min(64 * 1024).max(1024 * 1024 * 1024), get('GOV_INGEST_MAX_BYTES') ?? String(64 * 1024 * 1024)),
     replication: mode === 'sidecar' ? loadReplicationSettings(get, parse) : null,
