@@ -18,6 +18,7 @@ import {
   type VerifyOptions,
 } from './port.js';
 import { migrate } from './postgres-migrations.js';
+import { PostgresReplicaStore } from './postgres-replicas.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { readAuditRow, readRowWithPayload } from './row-reader.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
@@ -916,6 +917,7 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     return {
       ledger,
       kv: new PostgresKv(pool),
+      replicas: new PostgresReplicaStore(pool, payloadKey),
       close() {
         closing ??= (async () => {
           await ledger.close();
