@@ -8,8 +8,9 @@ CREATE TABLE gov_replica_rows (
   seq bigint NOT NULL CHECK (seq > 0),
   envelope_id text COLLATE "C" NOT NULL,
   row_bytes bytea NOT NULL,
-  -- When the central store committed the row (the ingest transaction's start): replication lag, audits.
-  stored_at timestamptz NOT NULL DEFAULT now(),
+  -- When the central store wrote the row, in the ingest transaction that commits right after (one UPDATE
+  -- of the head later): the end of the replication lag as bench/replication.js measures it.
+  stored_at timestamptz NOT NULL DEFAULT clock_timestamp(),
   PRIMARY KEY (source, seq),
   -- Idempotence by envelope id within a source chain, as the LMDB store's [source, envelope id] index.
   CONSTRAINT gov_replica_rows_envelope UNIQUE (source, envelope_id)
