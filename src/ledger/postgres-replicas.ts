@@ -41,10 +41,34 @@ const ignoreError = (): void => undefined;
  * rows count as duplicates. Batches of different sources take different locks and run side by side.
  */
 export class PostgresReplicaStore implements ReplicaStore {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  /**
+   * `maxConcurrent`: batches in their transaction at once, each holding a pooled connection. The pool is the
+   * gateway's own too (its ledger writer, counter reads, kv), so many sidecars shipping at once must leave
+   * it room: more batches wait here, in arrival order, and their senders wait for the answer (backpressure).
+   */
   constructor(
     private readonly pool: pg.Pool,
     private readonly payloadKey: Buffer | undefined,
+    private readonly maxConcurrent: number,
   ) {}
+
+  private async slot(): Promise<void> {
+    if (this.active < this.maxConcurrent) {
+      this.active++;
+      return;
+    }
+    // The finishing batch hands its slot over (free), so `active` stays as it is.
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  private free(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.active--;
+  }
 
   async head(source: string): Promise<SourceHead> {
     const res = await this.query<{ seq: string; hash: string | null }>('SELECT seq, hash FROM gov_replica_heads WHERE source = $1', [source]);
@@ -54,6 +78,15 @@ export class PostgresReplicaStore implements ReplicaStore {
 
   async ingest(source: string, rows: StoredRow[]): Promise<IngestResult> {
     if (rows.length === 0) return { source, stored: 0, duplicates: 0, head: await this.head(source) };
+    await this.slot();
+    try {
+      return await this.ingestBatch(source, rows);
+    } finally {
+      this.free();
+    }
+  }
+
+  private async ingestBatch(source: string, rows: StoredRow[]): Promise<IngestResult> {
     const client = await this.connect();
     let failure: Error | undefined;
     try {

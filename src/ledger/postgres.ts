@@ -890,9 +890,10 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
   const source = checkSourceId(opts.source ?? defaultSourceId('ledger'));
   if (opts.migrate ?? true) await migrate(url);
+  const poolSize = opts.poolSize ?? 10;
   const pool = new pg.Pool({
     connectionString: url,
-    max: opts.poolSize ?? 10,
+    max: poolSize,
     application_name: 'gov-gateway',
     keepAlive: true,
     connectionTimeoutMillis: 10_000,
@@ -917,7 +918,8 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     return {
       ledger,
       kv: new PostgresKv(pool),
-      replicas: new PostgresReplicaStore(pool, payloadKey),
+      // Replicated batches may hold half the pool at most; the gateway's own appends and reads keep the rest.
+      replicas: new PostgresReplicaStore(pool, payloadKey, Math.max(1, Math.ceil(poolSize / 2))),
       close() {
         closing ??= (async () => {
           await ledger.close();

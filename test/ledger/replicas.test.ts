@@ -179,6 +179,20 @@ if ((await postgresUnreachable()) === null) {
     t.equal((await one.replicas!.head('sidecar@shared')).hash, (await two.replicas!.head('sidecar@shared')).hash);
   });
 
+  t.test('postgres: batches beyond half the pool wait their turn, and the gateway\'s own appends still get through', async (t) => {
+    const central = await openPostgresStorage((await createTestDatabase()).url, { source: 'gateway@small', poolSize: 2 });
+    t.teardown(central.close);
+    const sources = ['a', 'b', 'c', 'd', 'e', 'f'].map((n) => `sidecar@${n}`);
+    const rows = await Promise.all(sources.map((s) => sidecarRows(s, 12)));
+    const [results, own] = await Promise.all([
+      Promise.all(sources.flatMap((s, i) => [central.replicas!.ingest(s, rows[i].slice(0, 6)), central.replicas!.ingest(s, rows[i].slice(0, 12))])),
+      Promise.all(Array.from({ length: 20 }, () => central.ledger.append(entry()))),
+    ]);
+    t.equal(results.reduce((n, r) => n + r.stored, 0), 72, 'every row of every source stored once');
+    t.equal(own.length, 20);
+    t.match(await central.replicas!.verify(), sources.map((source) => ({ source, valid: true, rows_checked: 12 })));
+  });
+
   t.test('postgres: replicated rows are append-only in the database, and kept apart from the gateway rows', async (t) => {
     const db = await createTestDatabase();
     const central = await openPostgres({ db, source: 'gateway@central' });
