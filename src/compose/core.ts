@@ -7,7 +7,6 @@ import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { AnchoredLedger, HeadAnchorFile } from '../ledger/head-anchor.js';
 import { openLmdbStorage } from '../ledger/lmdb.js';
 import { openMemoryStorage } from '../ledger/memory.js';
-import { openPostgresStorage } from '../ledger/postgres.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import type { Storage } from '../ledger/port.js';
 import { loadGoldenRules } from '../policy/golden.js';
@@ -26,9 +25,9 @@ import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classi
 import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { PaymentIntents } from '../runtime/payment-intents.js';
+import { HealthChecks, storeCheck, type HealthCheck } from '../runtime/health.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
-import { openRedisConnection, type RedisConnection } from '../store/redis-connection.js';
-import { RedisSlidingWindowLimiter } from '../store/redis-limiter.js';
+import type { RedisConnection } from '../store/redis-connection.js';
 import { GovMetrics } from '../telemetry/metrics.js';
 
 /**
@@ -51,12 +50,14 @@ export interface Core {
   policies: PolicyRegistry;
   /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
   policyWatcher: PolicyDirWatcher | null;
-  /** Brings the kill switch and the registered manifests up to the store every GOV_STATE_REFRESH_MS. */
+  /** Brings the kill switch, the registered manifests and the active policy set up to the store every GOV_STATE_REFRESH_MS. */
   stateRefresh: PeriodicRefresh;
   /** The rate-limit port (Redis with GOV_REDIS_URL, else in process) and the rules of GOV_RATE_LIMIT_FILE. */
   limiter: RateLimiter;
   /** The Redis connection (GOV_REDIS_URL); null without it. */
   redis: RedisConnection | null;
+  /** Probes of the store and Redis (a mode may add its own links): the health routes and gov_health_* gauges. */
+  health: HealthChecks;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
@@ -73,6 +74,8 @@ export interface CoreOptions {
    * signal); without it the engine uses its neutral value.
    */
   historicalReliability?: boolean;
+  /** GOV_LEDGER_DURABILITY=central: the sidecar's wait for the central acknowledgement (Governor). */
+  awaitCentral?: (seq: number) => Promise<void>;
 }
 
 export function createLogger(settings: Settings): Logger {
@@ -87,6 +90,8 @@ export function createLogger(settings: Settings): Logger {
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
   if (settings.databaseUrl !== null) {
+    // Loaded only when used: pg and ioredis cost a sidecar, which never uses them, ~11 MB of resident memory.
+    const { openPostgresStorage } = await import('../ledger/postgres.js');
     return openPostgresStorage(settings.databaseUrl, {
       encryptionKey,
       source: settings.sourceId,
@@ -96,7 +101,7 @@ async function openStorage(settings: Settings, logger: Logger): Promise<Storage>
   }
   if (settings.dbPath === ':memory:') return openMemoryStorage({ encryptionKey, source: settings.sourceId });
   mkdirSync(settings.dbPath, { recursive: true });
-  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, source: settings.sourceId, durability: settings.ledgerDurability, maxPendingRows: settings.ledgerMaxPendingRows });
+  const storage = await openLmdbStorage(settings.dbPath, { encryptionKey, source: settings.sourceId, durability: settings.ledgerDurability === 'disk' ? 'fsync' : 'commit', maxPendingRows: settings.ledgerMaxPendingRows });
   const a = settings.ledgerAnchor;
   if (a === null) return storage;
   let ledger: AnchoredLedger;
@@ -197,19 +202,26 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
 
   // Never throws for an unreachable Redis: it reconnects in the background and the limits follow their
   // Redis-down behaviour meanwhile (runtime/rate-limit-scopes.ts).
-  const redis = settings.redis === null ? null : await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
-  const limiter: RateLimiter = redis === null ? new MemorySlidingWindowLimiter() : new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+  let redis: RedisConnection | null = null;
+  let limiter: RateLimiter = new MemorySlidingWindowLimiter();
+  if (settings.redis !== null) {
+    const [{ openRedisConnection }, { RedisSlidingWindowLimiter }] = await Promise.all([import('../store/redis-connection.js'), import('../store/redis-limiter.js')]);
+    redis = await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
+    limiter = new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+  }
 
-  // Replicas sharing a store see each other's kill switch and manifests within GOV_STATE_REFRESH_MS (plus one
-  // read); decisions never wait on the store for them (docs/deployment.md, "Shared state").
+  // Replicas sharing a store see each other's kill switch, manifests and policy activations within
+  // GOV_STATE_REFRESH_MS (plus one read); decisions never wait on the store for them (docs/deployment.md,
+  // "Shared state").
   const stateRefresh = new PeriodicRefresh(async () => {
-    const [switched, registered] = await Promise.allSettled([killSwitch.refresh(), manifests.refresh()]);
+    const [switched, registered, activated] = await Promise.allSettled([killSwitch.refresh(), manifests.refresh(), policies.refresh()]);
     if (registered.status === 'fulfilled') {
       for (const e of registered.value) logger.error({ err: { message: e.message } }, 'registered manifest refused; its agent keeps the manifest it had');
     }
-    const failed = [switched, registered].find((r) => r.status === 'rejected');
+    if (activated.status === 'fulfilled' && activated.value) logger.info({ policy_version: policies.current().version }, 'policy set changed through another replica');
+    const failed = [switched, registered, activated].find((r) => r.status === 'rejected');
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-  }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch and manifests stay in force'));
+  }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch, manifests and policy set stay in force'));
   stateRefresh.start();
   const reviewQueue = new ReviewQueue(storage.kv);
   // GOV_DETECTOR_URL unset: no client exists and no decision awaits anything (zero cost).
@@ -230,9 +242,14 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     onClassified: (v) => metrics.classifierCalls.inc({ result: v.status === 'ok' && v.score !== null && v.score >= v.threshold ? 'flagged' : v.status }),
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
+    awaitCentral: opts.awaitCentral,
   });
 
   const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });
+  metrics.watchLedger(storage.ledger, settings.ledgerMaxPendingRows);
+  const checks: HealthCheck[] = [storeCheck(settings.databaseUrl === null ? 'ledger' : 'database', storage.kv, settings.sourceId)];
+  if (redis !== null) checks.push({ name: 'redis', neededForCalls: false, probe: async () => void (await redis.client.ping()) });
+  const health = new HealthChecks(checks, settings.healthTimeoutMs, metrics, logger);
 
   let closing: Promise<void> | null = null;
   return {
@@ -248,6 +265,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     stateRefresh,
     limiter,
     redis,
+    health,
     rateRules,
     metrics,
     logger,

@@ -45,7 +45,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_LEDGER_ANCHOR_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'HMAC key (at least 32 bytes) signing the head anchor, so that it cannot be rewritten without the key' },
   { name: 'GOV_LEDGER_ANCHOR_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the head anchor is brought up to the committed head (and always on shutdown)' },
   { name: 'GOV_SOURCE_ID', modes: ['embedded', 'gateway', 'sidecar'], default: '<mode>@<hostname>', help: 'names this sidecar or replica in every audit row it writes (the row\'s hashed `source`); unique per writer, stable across restarts of the same one' },
-  { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'fsync', help: 'fsync: answer once the row is on disk (survives power loss); commit: once committed to the OS (survives a process crash, faster)' },
+  { name: 'GOV_LEDGER_DURABILITY', modes: ['embedded', 'gateway', 'sidecar'], default: 'disk (sidecar: process)', help: 'when a call is answered: process: its row is committed (survives a crash of the process); disk: flushed to the local disk (survives power loss); central (sidecar with GOV_CENTRAL_URL): as process, and a call a policy rule of severity critical matched waits until the central store acknowledged its row (docs/deployment.md, "Durability levels"); commit and fsync are the old names of process and disk' },
+  { name: 'GOV_CENTRAL_ACK_TIMEOUT_MS', modes: ['sidecar'], default: '2000', help: 'with GOV_LEDGER_DURABILITY=central: how long a critical call waits for the central acknowledgement before it is refused with 503 (its row stays committed locally and ships later)' },
   { name: 'GOV_LEDGER_MAX_PENDING_ROWS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'rows waiting for the disk from which new calls wait (backpressure); calls already started always record' },
   { name: 'GOV_LEDGER_BACKPRESSURE_WAIT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '5000', help: 'how long a new call waits for the ledger to catch up before a 503 with Retry-After' },
   { name: 'GOV_AUDIT_MAX_TEXT_CHARS', modes: ['embedded', 'gateway', 'sidecar'], default: '65536', help: 'longest string a row stores whole; a longer one is stored as its first this-many characters plus its length and SHA-256 (the decision still reads all of it)' },
@@ -54,7 +55,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_POLICY_WATCH', modes: ['embedded', 'gateway', 'sidecar'], default: 'true', help: 'hot reload: watch GOV_POLICY_DIR and publish/activate changed packs; a bad file keeps the last good version (docs/policies.md)' },
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
-  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch and registered manifests are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch, registered manifests and active policy set are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_HEALTH_TIMEOUT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '500', help: 'the longest a health request waits on each store probe; a store that has not answered by then is reported down (error timeout)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
   { name: 'GOV_INGEST_MAX_BYTES', modes: ['gateway'], default: '67108864', help: 'largest replication batch POST /v1/audit/ingest takes, counted after gzip decompression (413 above)' },
@@ -96,6 +98,17 @@ const bool = z
   });
 
 const port = z.coerce.number().int().min(0).max(65535);
+
+/**
+ * GOV_LEDGER_DURABILITY's levels, weakest first. `commit` and `fsync`, the setting's values before the
+ * levels had names, still mean `process` and `disk`.
+ */
+export const DURABILITY_LEVELS = ['process', 'disk', 'central'] as const;
+export type DurabilityLevel = (typeof DURABILITY_LEVELS)[number];
+const DURABILITY_LEVEL = z
+  .string()
+  .transform((v) => (v === 'commit' ? 'process' : v === 'fsync' ? 'disk' : v))
+  .pipe(z.enum(DURABILITY_LEVELS, { message: `expected one of ${DURABILITY_LEVELS.join(', ')} (or commit, fsync)` }));
 const tier = z.enum(['free', 'developer', 'team', 'enterprise']);
 
 const apiKeys = z
@@ -142,7 +155,10 @@ export interface Settings {
   auditEncryptionKey: string | null;
   /** GOV_AUDIT_MAX_TEXT_CHARS: longest string stored whole in a row's payload (ledger/bounded-payload.ts). */
   auditMaxTextChars: number;
-  ledgerDurability: 'fsync' | 'commit';
+  /** GOV_LEDGER_DURABILITY: when a call may be answered (docs/deployment.md, "Durability levels"). */
+  ledgerDurability: DurabilityLevel;
+  /** GOV_CENTRAL_ACK_TIMEOUT_MS: a critical call's longest wait for the central store at level `central`. */
+  centralAckTimeoutMs: number;
   ledgerMaxPendingRows: number;
   ledgerBackpressureWaitMs: number;
   policyDir: string;
@@ -150,9 +166,11 @@ export interface Settings {
   policyWatch: boolean;
   policyWatchIntervalMs: number;
   manifestDir: string;
-  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch and manifests may be (0: read at start only). */
+  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch, manifests and policy set may be (0: read at start only). */
   stateRefreshMs: number;
   reviewSlaMinutes: number;
+  /** GOV_HEALTH_TIMEOUT_MS: the bound on each health probe, so a health request never hangs on a dead store. */
+  healthTimeoutMs: number;
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
   detector: DetectorSettings | null;
@@ -254,7 +272,8 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     auditEncryptionKey: get('GOV_AUDIT_ENCRYPTION_KEY') ?? null,
     auditMaxTextChars: parse('GOV_AUDIT_MAX_TEXT_CHARS', z.coerce.number().int().min(256).max(64 * 1024 * 1024), get('GOV_AUDIT_MAX_TEXT_CHARS') ?? '65536'),
     ledgerAnchor: null,
-    ledgerDurability: parse('GOV_LEDGER_DURABILITY', z.enum(['fsync', 'commit']), get('GOV_LEDGER_DURABILITY') ?? 'fsync'),
+    ledgerDurability: parse('GOV_LEDGER_DURABILITY', DURABILITY_LEVEL, get('GOV_LEDGER_DURABILITY') ?? (mode === 'sidecar' ? 'process' : 'disk')),
+    centralAckTimeoutMs: parse('GOV_CENTRAL_ACK_TIMEOUT_MS', z.coerce.number().int().min(10).max(600_000), get('GOV_CENTRAL_ACK_TIMEOUT_MS') ?? '2000'),
     ledgerMaxPendingRows: parse('GOV_LEDGER_MAX_PENDING_ROWS', z.coerce.number().int().min(1).max(10_000_000), get('GOV_LEDGER_MAX_PENDING_ROWS') ?? '10000'),
     ledgerBackpressureWaitMs: parse('GOV_LEDGER_BACKPRESSURE_WAIT_MS', z.coerce.number().int().min(0).max(600_000), get('GOV_LEDGER_BACKPRESSURE_WAIT_MS') ?? '5000'),
     policyDir: get('GOV_POLICY_DIR') ?? shipped(cwd, 'policies'),
@@ -263,6 +282,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
     stateRefreshMs: parse('GOV_STATE_REFRESH_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_STATE_REFRESH_MS') ?? '1000'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
+    healthTimeoutMs: parse('GOV_HEALTH_TIMEOUT_MS', z.coerce.number().int().min(1).max(60_000), get('GOV_HEALTH_TIMEOUT_MS') ?? '500'),
     logLevel,
     detector: loadDetectorSettings(get, parse),
     redis: loadRedisSettings(mode, get, parse),
@@ -284,6 +304,9 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   const anchorKey = get('GOV_LEDGER_ANCHOR_KEY') || null;
   if (anchorKey !== null && Buffer.byteLength(anchorKey) < 32) throw new SettingsError('GOV_LEDGER_ANCHOR_KEY must be at least 32 bytes');
   if (settings.databaseUrl !== null) checkDatabaseUrl(settings.databaseUrl);
+  if (settings.ledgerDurability === 'central' && settings.replication === null) {
+    throw new SettingsError('GOV_LEDGER_DURABILITY=central needs a sidecar replicating to a central gateway (GOV_CENTRAL_URL and GOV_KEY)');
+  }
   // The head anchor is a file beside a local ledger; the central store keeps head records instead.
   if (anchorFile !== 'off' && settings.dbPath !== ':memory:' && settings.databaseUrl === null) {
     settings.ledgerAnchor = { file: anchorFile, key: anchorKey, intervalMs: parse('GOV_LEDGER_ANCHOR_INTERVAL_MS', z.coerce.number().int().min(10).max(3_600_000), get('GOV_LEDGER_ANCHOR_INTERVAL_MS') ?? '1000') };

@@ -274,6 +274,10 @@ class LmdbLedger implements Ledger {
     return value === undefined || layout === null ? null : value.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES);
   }
 
+  pendingRows(): number {
+    return this.inFlight.size;
+  }
+
   room(): Promise<void> | null {
     if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
     return new Promise<void>((resolve) => this.roomWaiters.push(resolve));

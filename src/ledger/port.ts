@@ -81,6 +81,8 @@ export interface Ledger {
    * progress. Adapters that commit synchronously have no backlog and omit it.
    */
   room?(): Promise<void> | null;
+  /** Rows appended and not yet settled (committed or failed): the commit queue room() bounds (a gauge). */
+  pendingRows?(): number;
   /**
    * Up to `limit` stored rows after seq `afterSeq`, in seq order, as their stored bytes (copies): what a
    * sidecar ships to the central store (replication/shipper.ts). Only rows already acknowledged to their

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { ChainWalker } from './chain.js';
 import { LedgerError, LedgerUnavailableError } from './errors.js';
 import type { IngestResult, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
+import { unreachable } from './postgres-unreachable.js';
 import { planIngest, storedRowHash, type IngestPlan } from './replica-batch.js';
 
 /** Rows per read of a verify walk, as the ledger's walk reads them. */
@@ -99,7 +100,7 @@ export class PostgresReplicaStore implements ReplicaStore {
       if (err instanceof LedgerError) throw err;
       // A connection that failed mid-transaction is closed instead of going back to the pool.
       failure = err as Error;
-      throw new LedgerUnavailableError('the central store could not take the batch', { cause: err });
+      throw availability(err, 'the central store could not take the batch');
     } finally {
       client.off('error', ignoreError);
       client.release(failure);
@@ -180,30 +181,29 @@ export class PostgresReplicaStore implements ReplicaStore {
       return out;
     } catch (err) {
       await client.query('ROLLBACK').catch(ignoreError);
-      throw new LedgerUnavailableError('verify could not read the replicated chains', { cause: err });
+      throw availability(err, 'verify could not read the replicated chains');
     } finally {
       client.off('error', ignoreError);
       client.release();
     }
   }
 
-  /** A pooled connection whose failure between statements is reported by the failing statement only. */
+  /**
+   * A pooled connection whose failure between statements is reported by the failing statement only. The
+   * pool is the store's guarded one (postgres.ts): an unreachable server rejects with LedgerUnavailableError.
+   */
   private async connect(): Promise<pg.PoolClient> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw new LedgerUnavailableError('the central store is unreachable', { cause: err });
-    }
+    const client = await this.pool.connect();
     client.on('error', ignoreError);
     return client;
   }
 
-  private async query<R extends pg.QueryResultRow>(sql: string, values: unknown[]): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(sql, values);
-    } catch (err) {
-      throw new LedgerUnavailableError('the central store could not be read', { cause: err });
-    }
+  private query<R extends pg.QueryResultRow>(sql: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    return this.pool.query<R>(sql, values);
   }
+}
+
+/** A lost server mid-transaction as LedgerUnavailableError (503, retried by the shipper); other errors as they are. */
+function availability(err: unknown, message: string): unknown {
+  return unreachable(err) ? new LedgerUnavailableError(message, { cause: err }) : err;
 }

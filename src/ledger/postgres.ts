@@ -19,6 +19,7 @@ import {
 } from './port.js';
 import { migrate } from './postgres-migrations.js';
 import { PostgresReplicaStore } from './postgres-replicas.js';
+import { unreachable } from './postgres-unreachable.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { readAuditRow, readRowWithPayload } from './row-reader.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
@@ -147,6 +148,10 @@ class PostgresLedger implements Ledger {
 
   async head(): Promise<{ seq: number; hash: string | null }> {
     return this.builder.head();
+  }
+
+  pendingRows(): number {
+    return this.inFlight.size;
   }
 
   room(): Promise<void> | null {
@@ -882,6 +887,25 @@ async function checkKeyFingerprint(pool: pg.Pool, payloadKey: Buffer | undefined
 }
 
 /**
+ * The pool as the adapters use it, with a lost server reported as LedgerUnavailableError: every route
+ * answers 503 with Retry-After while the database is unreachable, never a 500 (the append path already
+ * reports its failures so; this covers the reads and the kv store).
+ */
+function reportingUnavailable(pool: pg.Pool): pg.Pool {
+  const rethrow = (e: unknown): never => {
+    throw unreachable(e) ? new LedgerUnavailableError('the database is unreachable', { cause: e }) : e;
+  };
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop === 'query') return (...args: Parameters<pg.Pool['query']>) => (target.query as (...a: unknown[]) => Promise<unknown>)(...args).catch(rethrow);
+      if (prop === 'connect') return () => target.connect().catch(rethrow);
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
  * Opens the central audit store at `url` (a postgres:// connection string): migrates it unless told not
  * to, checks the encryption key, and continues this process's source chain from its stored head.
  */
@@ -913,13 +937,14 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     await checkKeyFingerprint(pool, payloadKey);
     const res = await pool.query<{ seq: string; hash: string | null }>('SELECT seq, hash FROM gov_source_heads WHERE source = $1', [source]);
     const head = res.rows[0] ? { seq: Number(res.rows[0].seq), hash: res.rows[0].hash } : { seq: 0, hash: null };
-    const ledger = new PostgresLedger(pool, source, payloadKey, head, Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS));
+    const guarded = reportingUnavailable(pool);
+    const ledger = new PostgresLedger(guarded, source, payloadKey, head, Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS));
     let closing: Promise<void> | null = null;
     return {
       ledger,
-      kv: new PostgresKv(pool),
+      kv: new PostgresKv(guarded),
       // Replicated batches may hold half the pool at most; the gateway's own appends and reads keep the rest.
-      replicas: new PostgresReplicaStore(pool, payloadKey, Math.max(1, Math.ceil(poolSize / 2))),
+      replicas: new PostgresReplicaStore(guarded, payloadKey, Math.max(1, Math.ceil(poolSize / 2))),
       close() {
         closing ??= (async () => {
           await ledger.close();

@@ -297,7 +297,7 @@ async function refusePre(core: ProxyCore, call: ProxyCall, pre: PreChecked): Pro
 
 /** The ledger refused a row: the answer names no envelope, since a refused row's id leads nowhere. */
 function ledgerDown(call: ProxyCall): number {
-  const err = errorInfo('ledger_unavailable', 'the audit ledger could not record this call, so it was not released');
+  const err = errorInfo('ledger_unavailable', 'the audit ledger could not record this call (at GOV_LEDGER_DURABILITY=central: or the central store did not acknowledge it in time), so it was not released');
   sendError(call.res, call.route.adapter, err, {}, call.proposal);
   return err.status;
 }

@@ -7,6 +7,7 @@ import type { ReplicationSettings } from '../config/settings.js';
 import { IngestRejection, IngestResponse, type IngestRequest } from '../contracts/replication.js';
 import type { KvStore, Ledger, StoredRow } from '../ledger/port.js';
 import { readAuditRow } from '../ledger/row-reader.js';
+import { ProbeFailure, type HealthCheck } from '../runtime/health.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 
 const gzip = promisify(gzipCallback);
@@ -65,7 +66,17 @@ export class ReplicationShipper {
   private cursor = 0;
   private pruned = 0;
   private failures = 0;
+  /** The outcome of the last batch sent (null before the first): what the sidecar's health reports. */
+  private last: { reason: FailureReason | null; roundTripMs: number } | null = null;
+  private backlogRows = 0;
+  private lagSeconds = 0;
   private readonly clock: () => Date;
+  /** Calls waiting for their row to be acknowledged (GOV_LEDGER_DURABILITY=central), in no order. */
+  private readonly waiters = new Set<{ seq: number; done: (acknowledged: boolean) => void }>();
+  /** Cuts the idle wait between polls short when a waiter needs a row shipped now. */
+  private nap: AbortController | null = null;
+  /** A waiter arrived since the current pass began: skip the next idle wait once. */
+  private kicked = false;
 
   constructor(private readonly opts: ShipperOptions) {
     const url = new URL(opts.settings.centralUrl);
@@ -80,6 +91,41 @@ export class ReplicationShipper {
     return this.cursor;
   }
 
+  /**
+   * Resolves true once the central store acknowledged row `seq`, false after `timeoutMs` (or on close). A
+   * caught-up shipper ships at once instead of at its next poll; one backing off after a failure keeps
+   * its backoff, so critical calls cannot turn an outage into a retry storm.
+   */
+  acknowledged(seq: number, timeoutMs: number): Promise<boolean> {
+    if (this.cursor >= seq) return Promise.resolve(true);
+    if (this.abort.signal.aborted) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = {
+        seq,
+        done: (ok: boolean) => {
+          clearTimeout(timer);
+          this.waiters.delete(waiter);
+          resolve(ok);
+        },
+      };
+      const timer = setTimeout(() => waiter.done(false), timeoutMs);
+      this.waiters.add(waiter);
+      if (this.failures === 0) {
+        this.kicked = true;
+        this.nap?.abort();
+      }
+    });
+  }
+
+  /**
+   * The link to the central store as the shipper last saw it, for health (no request of its own: a
+   * caught-up shipper sends nothing, and its link is not down for that). `reason` is the last batch's
+   * failure, null when it was acknowledged or none was sent yet.
+   */
+  link(): { reason: FailureReason | null; roundTripMs: number | null; backlogRows: number; lagSeconds: number; acknowledgedSeq: number } {
+    return { reason: this.last?.reason ?? null, roundTripMs: this.last?.roundTripMs ?? null, backlogRows: this.backlogRows, lagSeconds: this.lagSeconds, acknowledgedSeq: this.cursor };
+  }
+
   start(): void {
     this.running ??= this.run().catch((e: unknown) => {
       if (!this.abort.signal.aborted) this.opts.logger.error({ err: { message: (e as Error).message } }, 'replication stopped');
@@ -89,6 +135,7 @@ export class ReplicationShipper {
   /** Stops shipping: an attempt in flight is abandoned unacknowledged (it is sent again after a restart). */
   async close(): Promise<void> {
     this.abort.abort();
+    for (const w of [...this.waiters]) w.done(false);
     await this.running;
     await this.pool.close();
   }
@@ -100,6 +147,7 @@ export class ReplicationShipper {
     logger.info({ central: new URL(settings.centralUrl).origin, acknowledged_seq: this.cursor }, 'replication to the central gateway started');
     while (!this.abort.signal.aborted) {
       let wait = settings.delayMs;
+      this.kicked = false;
       try {
         const shipped = await this.shipBatch();
         if (this.failures > 0) logger.info({ acknowledged_seq: this.cursor }, 'replication resumed');
@@ -110,6 +158,7 @@ export class ReplicationShipper {
         if (this.abort.signal.aborted) break;
         this.failures++;
         const reason = e instanceof ShipFailure ? e.reason : 'unreachable';
+        this.last = { reason, roundTripMs: this.last?.roundTripMs ?? 0 };
         this.opts.metrics.replicationFailures.inc({ reason });
         wait = Math.min(settings.retryMaxMs, settings.delayMs * 2 ** Math.min(this.failures, 20));
         const fields = { reason, attempt: this.failures, retry_in_ms: wait, acknowledged_seq: this.cursor, err: { message: (e as Error).message } };
@@ -117,7 +166,11 @@ export class ReplicationShipper {
         else logger.warn(fields, 'replication attempt failed; rows stay local and are retried');
       }
       await this.updateGauges().catch(() => undefined);
-      if (wait > 0) await sleep(wait, undefined, { signal: this.abort.signal }).catch(() => undefined);
+      if (wait > 0 && !(this.kicked && this.failures === 0)) {
+        this.nap = new AbortController();
+        await sleep(wait, undefined, { signal: AbortSignal.any([this.abort.signal, this.nap.signal]) }).catch(() => undefined);
+        this.nap = null;
+      }
     }
   }
 
@@ -130,7 +183,9 @@ export class ReplicationShipper {
     const batch = rows.slice(0, n);
     if (batch.length === 0) return 0;
     const last = batch[batch.length - 1].seq;
+    const sent = performance.now();
     const answer = await this.post(batch);
+    this.last = { reason: null, roundTripMs: performance.now() - sent };
     if (answer.head.seq < last) throw new ShipFailure('server_error', `the central gateway acknowledged seq ${answer.head.seq}, not ${last}`);
     await this.advance(last);
     this.opts.metrics.replicationShipped.inc(answer.stored);
@@ -140,7 +195,9 @@ export class ReplicationShipper {
   private async advance(seq: number): Promise<void> {
     await this.opts.kv.put(REPLICATION_NS, CURSOR_KEY, { seq });
     this.cursor = seq;
+    for (const w of [...this.waiters]) if (w.seq <= seq) w.done(true);
   }
+
 
   private async post(rows: StoredRow[]): Promise<IngestResponse> {
     const request: IngestRequest = { source: this.opts.source, rows: rows.map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) };
@@ -211,9 +268,29 @@ export class ReplicationShipper {
 
   private async updateGauges(): Promise<void> {
     const head = await this.opts.ledger.head();
-    this.opts.metrics.replicationBacklog.set(Math.max(0, head.seq - this.cursor));
+    this.backlogRows = Math.max(0, head.seq - this.cursor);
+    this.opts.metrics.replicationBacklog.set(this.backlogRows);
     const next = await this.opts.ledger.readRows!(this.cursor, 1);
     const lagMs = next.length === 0 ? 0 : this.clock().getTime() - Date.parse(readAuditRow(next[0].bytes, next[0].seq).timestamp);
-    this.opts.metrics.replicationLag.set(Math.max(0, lagMs) / 1000);
+    this.lagSeconds = Math.max(0, lagMs) / 1000;
+    this.opts.metrics.replicationLag.set(this.lagSeconds);
   }
+}
+
+/**
+ * The sidecar's central link as a health component: down while the shipper's last batch failed, with the
+ * backlog and lag beside it. Not needed for calls: the sidecar keeps governing while rows wait in its
+ * ledger (backpressure, not loss), so a central outage must not make the pod unready.
+ */
+export function centralLinkCheck(shipper: ReplicationShipper): HealthCheck {
+  return {
+    name: 'central',
+    neededForCalls: false,
+    probe: async () => {
+      const l = shipper.link();
+      const details = { backlog_rows: l.backlogRows, lag_seconds: l.lagSeconds, acknowledged_seq: l.acknowledgedSeq };
+      if (l.reason !== null) throw new ProbeFailure(l.reason, `the last replicated batch failed (${l.reason})`, details);
+      return { details, ...(l.roundTripMs === null ? {} : { latencyMs: l.roundTripMs }) };
+    },
+  };
 }

@@ -62,6 +62,17 @@ export interface GovernorDeps {
   onClassified?: (verdict: ExternalDetectorVerdict) => void;
   onDecision?: (agentId: string, outcome: Outcome, latencyMs: number) => void;
   onBackgroundError?: (e: unknown) => void;
+  /**
+   * GOV_LEDGER_DURABILITY=central: resolves once the central store acknowledged row `seq` of this ledger,
+   * rejects (503) when it did not in time. Awaited after the commit of every call a policy rule of severity
+   * `critical` matched; absent at the other levels.
+   */
+  awaitCentral?: (seq: number) => Promise<void>;
+}
+
+/** A call a policy marks critical: one of its matched policy rules has severity `critical`. */
+export function isCritical(result: EngineResult): boolean {
+  return result.validation.failures.some((f) => f.check === 'policy' && f.severity === 'critical');
 }
 
 export interface RemoteClassifierPort {
@@ -362,7 +373,7 @@ export class Governor {
   ): Promise<void> {
     const iso = timestamp.toISOString();
     response.latency_ms = Math.round((performance.now() - started) * 1000) / 1000;
-    await this.d.ledger.append({
+    const row = await this.d.ledger.append({
       envelope_id: envelopeId,
       phase,
       agent_id: input.agent_id,
@@ -394,5 +405,7 @@ export class Governor {
         (e) => this.d.onBackgroundError?.(e),
       );
     }
+    // Last: the row is committed and its review item queued whatever the central store answers.
+    if (this.d.awaitCentral !== undefined && isCritical(result)) await this.d.awaitCentral(row.seq);
   }
 }

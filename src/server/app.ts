@@ -13,6 +13,7 @@ import type { RateLimiter } from '../runtime/rate-limiter.js';
 import type { ReviewQueue } from '../runtime/review-queue.js';
 import type { PaymentIntents } from '../runtime/payment-intents.js';
 import type { PolicyRegistry } from '../runtime/policy-registry.js';
+import type { HealthChecks } from '../runtime/health.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { Authenticator } from './authenticators.js';
 import { authPlugin } from './plugins/auth.js';
@@ -57,7 +58,8 @@ export interface AppDeps {
   metrics: GovMetrics;
   clock: () => Date;
   healthPath: '/v1/health' | '/health';
-  health: () => Promise<Record<string, unknown>>;
+  /** The stores and links the health routes and the gov_health_* gauges report. */
+  health: HealthChecks;
 }
 
 /** The one app factory every mode uses; modes differ only in the deps their composition (src/compose/) hands it. */

@@ -54,6 +54,29 @@ export class GovMetrics {
     this.redisUp.set(up ? 1 : 0);
   }
 
+  /** The last health probe of each store or link (runtime/health.ts): run by every health request and scrape. */
+  readonly healthUp = new Gauge({ name: 'gov_health_up', help: 'Whether a store or link answered its last health probe (1) or not (0), by component (database, ledger, redis, central)', labelNames: ['component'], registers: [this.registry] });
+  readonly healthLatency = new Gauge({ name: 'gov_health_probe_latency_ms', help: 'How long the last health probe of a component took (ms); a probe that timed out counts until the timeout', labelNames: ['component'], registers: [this.registry] });
+
+  recordHealth(component: string, up: boolean, latencyMs: number): void {
+    this.healthUp.set({ component }, up ? 1 : 0);
+    this.healthLatency.set({ component }, latencyMs);
+  }
+
+  /**
+   * The ledger's commit queue, read at each scrape: rows appended and not yet committed, beside the bound
+   * from which new calls wait (GOV_LEDGER_MAX_PENDING_ROWS). A queue pinned near the bound is a store that
+   * cannot keep up, before any call is refused.
+   */
+  watchLedger(ledger: { pendingRows?(): number }, maxPendingRows: number): void {
+    const pending = ledger.pendingRows?.bind(ledger);
+    if (pending === undefined) return;
+    new Gauge({ name: 'gov_ledger_pending_rows', help: 'Ledger rows appended and not yet committed (the commit queue)', registers: [this.registry], collect() {
+      this.set(pending());
+    } });
+    new Gauge({ name: 'gov_ledger_max_pending_rows', help: 'The commit queue length from which new calls wait for the ledger (GOV_LEDGER_MAX_PENDING_ROWS)', registers: [this.registry] }).set(maxPendingRows);
+  }
+
   recordDecision(agentId: string, outcome: string, latencyMs: number): void {
     const agent = agentLabel(agentId);
     this.validations.inc({ decision: outcome, agent_id: agent });

@@ -82,6 +82,34 @@ t.test('shipper against an in-process central gateway', async (t) => {
     t.equal((await replicas.head('sidecar@three')).seq, 3);
   });
 
+  t.test('acknowledged(seq): a caught-up shipper ships a waited-for row at once, not at its next poll', async (t) => {
+    const local = await withRows('sidecar@five', 2);
+    // A poll an hour apart: only the waiter's kick can ship the third row within the test.
+    const { s } = shipper(local, 'sidecar@five', gw, { delayMs: 3_600_000 });
+    s.start();
+    t.teardown(() => s.close());
+    await until('the first rows shipped', async () => (s.acknowledgedSeq === 2 ? true : undefined));
+    const row = await local.ledger.append(entry());
+    t.equal(await s.acknowledged(row.seq, 10_000), true, 'acknowledged long before the next poll');
+    t.equal((await replicas.head('sidecar@five')).seq, row.seq, 'the central store holds the row');
+    t.equal(await s.acknowledged(1, 10), true, 'a row acknowledged before resolves at once');
+  });
+
+  t.test('acknowledged(seq) resolves false at its timeout while the central gateway is unreachable, and on close', async (t) => {
+    const local = await withRows('sidecar@six', 1);
+    const metrics = new GovMetrics();
+    const { logger } = captureLogger('info');
+    // Port 9 (discard) on loopback: nothing listens, every attempt fails at once.
+    const s = new ReplicationShipper({ ledger: local.ledger, kv: local.kv, source: 'sidecar@six', settings: settings('http://127.0.0.1:9', { delayMs: 5, retryMaxMs: 50 }), metrics, logger });
+    s.start();
+    const started = Date.now();
+    t.equal(await s.acknowledged(1, 300), false);
+    t.ok(Date.now() - started >= 290, 'it waited for its timeout');
+    const pending = s.acknowledged(1, 60_000);
+    await s.close();
+    t.equal(await pending, false, 'close releases every waiter');
+  });
+
   t.test('a wrong key is a client error, retried', async (t) => {
     const local = await withRows('sidecar@four', 2);
     const { s, metrics } = shipper(local, 'sidecar@four', gw, { key: 'wrong-key-0123456789' });
@@ -104,4 +132,22 @@ t.test('replication settings', async (t) => {
   t.equal(loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://c', GOV_KEY: 'k', GOV_REPLICATION_PRUNE_AFTER: '30m' }).replication?.pruneAfterMs, 1_800_000);
   t.throws(() => loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://c', GOV_KEY: 'k', GOV_REPLICATION_PRUNE_AFTER: 'soon' }), { message: /GOV_REPLICATION_PRUNE_AFTER/ });
   t.equal(loadSettings('gateway', base).replication, null, 'the gateway ships nothing');
+});
+
+t.test('durability levels (GOV_LEDGER_DURABILITY)', async (t) => {
+  const base = { GOV_ENV: 'test' };
+  const replicating = { ...base, GOV_CENTRAL_URL: 'http://central:8000', GOV_KEY: 'k' };
+  t.equal(loadSettings('sidecar', base).ledgerDurability, 'process', 'the sidecar defaults to process (docs/deployment.md, "Durability levels")');
+  t.equal(loadSettings('embedded', base).ledgerDurability, 'disk');
+  t.equal(loadSettings('gateway', base).ledgerDurability, 'disk');
+  t.equal(loadSettings('sidecar', { ...base, GOV_LEDGER_DURABILITY: 'disk' }).ledgerDurability, 'disk');
+  t.equal(loadSettings('gateway', { ...base, GOV_LEDGER_DURABILITY: 'commit' }).ledgerDurability, 'process', 'the old names still work');
+  t.equal(loadSettings('sidecar', { ...base, GOV_LEDGER_DURABILITY: 'fsync' }).ledgerDurability, 'disk');
+  t.throws(() => loadSettings('sidecar', { ...base, GOV_LEDGER_DURABILITY: 'paper' }), { message: /GOV_LEDGER_DURABILITY.*process, disk, central/s });
+  t.throws(() => loadSettings('sidecar', { ...base, GOV_LEDGER_DURABILITY: 'central' }), { message: /central needs a sidecar replicating/ });
+  t.throws(() => loadSettings('gateway', { ...base, GOV_LEDGER_DURABILITY: 'central' }), { message: /central needs a sidecar replicating/ });
+  const central = loadSettings('sidecar', { ...replicating, GOV_LEDGER_DURABILITY: 'central', GOV_CENTRAL_ACK_TIMEOUT_MS: '750' });
+  t.equal(central.ledgerDurability, 'central');
+  t.equal(central.centralAckTimeoutMs, 750);
+  t.equal(loadSettings('sidecar', replicating).centralAckTimeoutMs, 2000);
 });
