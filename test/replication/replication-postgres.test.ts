@@ -87,6 +87,7 @@ t.test('PostgreSQL stopped for a minute under two sidecars that keep serving, th
 
   await server.stop();
   const down = Date.now();
+  await until('the central gateway to report its database down', async () => ((await httpJson(`${central.url}/health`)).status === 503 ? true : undefined));
   const probe = await httpJson(`${central.url}/v1/audit/ingest`, {
     method: 'POST',
     headers: { 'x-gov-token': SIDECAR_KEY, 'content-type': 'application/json' },
@@ -106,6 +107,7 @@ t.test('PostgreSQL stopped for a minute under two sidecars that keep serving, th
   }
 
   await server.start();
+  await until('the central gateway to report its database up', async () => ((await httpJson(`${central.url}/health`)).status === 200 ? true : undefined));
   // Traffic goes on while the backlog drains.
   await Promise.all(sidecars.map((s) => govern(s, 20)));
   const totals: number[] = [];
