@@ -188,3 +188,39 @@ export async function compareStores(t: Test, dir: string, sidecar?: Pick<Sidecar
   }
 }
 
+
+/**
+ * A sidecar SIGKILLed in the middle of shipping, then restarted: it writes 400 rows before the central
+ * gateway (started with `centralEnv`) is up, is killed once shipping is under way, and must resume from its
+ * durable cursor until the central store holds all of its rows. Leaves both processes stopped and returns
+ * the sidecar's row count, for the caller to compare both stores.
+ */
+export async function killMidShipping(t: Test, dir: string, centralEnv: Record<string, string> = {}): Promise<{ total: number; sidecar: SidecarProcess }> {
+  const port = await freePort();
+  // Small batches, so that shipping 400 rows takes well over a hundred round trips; the rows are written
+  // before the central gateway is up, so the kill lands in the middle of the catch-up.
+  const slow = { GOV_REPLICATION_BATCH_ROWS: '3' };
+  let sidecar = await startSidecar(dir, `http://127.0.0.1:${port}`, slow);
+  t.teardown(() => kill(sidecar));
+  await govern(sidecar, 400, 16);
+  const total = await localRows(sidecar);
+  const central = await startCentral(dir, port, centralEnv);
+  t.teardown(() => central.kill());
+  const seen = await until('shipping under way', async () => {
+    const n = await centralRows(central.url);
+    return n >= 30 ? n : undefined;
+  });
+  await kill(sidecar);
+  const atKill = await centralRows(central.url);
+  t.ok(seen > 0 && atKill < total, `killed mid-shipping (${atKill} of ${total} rows at the central store)`);
+
+  sidecar = await startSidecar(dir, central.url, slow);
+  t.equal(await caughtUp(sidecar, central.url, total, 60_000), total);
+  t.match(sidecar.out(), /replication to the central gateway started/);
+  const started = /"acknowledged_seq":(\d+)[^\n]*replication to the central gateway started/.exec(sidecar.out());
+  t.ok(started && Number(started[1]) > 0 && Number(started[1]) <= atKill, `resumed from the durable cursor (${started?.[1]}), not from seq 0`);
+  sidecar.child.kill('SIGTERM');
+  await sidecar.exited;
+  await central.kill();
+  return { total, sidecar };
+}

@@ -1,21 +1,13 @@
 import { gzipSync } from 'node:zlib';
 import t from 'tap';
 import { IngestResponse } from '../../src/contracts/replication.js';
-import { openMemoryStorage } from '../../src/ledger/memory.js';
 import type { StoredRow } from '../../src/ledger/port.js';
 import { readRowLayout } from '../../src/ledger/row-format.js';
 import { startGateway } from '../helpers/gateway.js';
-import { entry } from '../ledger/fixtures/ledger-suite.js';
+import { sidecarRows } from '../ledger/fixtures/ledger-suite.js';
 
 const KEYS = 'sidecar-key-0123456789:team,reader-key-0123456789:developer';
 
-async function sidecarRows(source: string, n: number): Promise<StoredRow[]> {
-  const s = openMemoryStorage({ source });
-  for (let i = 0; i < n; i++) await s.ledger.append(entry());
-  const rows = await s.ledger.readRows!(0, n);
-  await s.close();
-  return rows;
-}
 
 const body = (source: string, rows: StoredRow[]) => ({ source, rows: rows.map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) });
 

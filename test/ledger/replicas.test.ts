@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { openMemoryStorage } from '../../src/ledger/memory.js';
-import type { Storage, StoredRow } from '../../src/ledger/port.js';
+import type { Storage } from '../../src/ledger/port.js';
 import { openPostgresStorage } from '../../src/ledger/postgres.js';
 import { IngestRejectedError } from '../../src/ledger/replica-batch.js';
 import { readRowLayout } from '../../src/ledger/row-format.js';
 import { createTestDatabase, postgresUnreachable, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
-import { entry } from './fixtures/ledger-suite.js';
+import { entry, sidecarRows } from './fixtures/ledger-suite.js';
 
 // The ReplicaStore contract, run against every adapter: memory, LMDB and PostgreSQL (issue 14).
 type Open = (opts?: { source?: string; encryptionKey?: Buffer; db?: TestDatabase }) => Promise<Storage>;
@@ -28,14 +28,6 @@ const openPostgres: Open = async (opts) => openPostgresStorage((opts?.db ?? (awa
 if ((await postgresUnreachable()) === null) adapters.push(['postgres', openPostgres]);
 else t.test('postgres: the replica store contract', async (t) => void (await requirePostgres(t)));
 
-/** A sidecar's ledger with `n` rows, and its stored rows. */
-async function sidecarRows(source: string, n: number, key?: Buffer): Promise<StoredRow[]> {
-  const s = openMemoryStorage({ source, encryptionKey: key });
-  for (let i = 0; i < n; i++) await s.ledger.append(entry());
-  const rows = await s.ledger.readRows!(0, n);
-  await s.close();
-  return rows;
-}
 
 function rejection(t: Test, p: Promise<unknown>, reason: string, seq: number): Promise<void> {
   return p.then(

@@ -6,19 +6,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import t, { type Test } from 'tap';
-import { openMemoryStorage } from '../../src/ledger/memory.js';
-import type { StoredRow } from '../../src/ledger/port.js';
-import { entry } from '../ledger/fixtures/ledger-suite.js';
+import { sidecarRows } from '../ledger/fixtures/ledger-suite.js';
 import { freePort, httpJson } from '../helpers/gov-process.js';
 import { ownPostgresUnavailable, startOwnPostgres } from '../helpers/own-postgres.js';
 import { createTestDatabase, requirePostgres } from '../helpers/postgres.js';
 import {
   caughtUp,
-  centralRows,
   centralVerify,
   compareStores,
   govern,
   kill,
+  killMidShipping,
   localRows,
   sidecarMetric,
   SIDECAR_KEY,
@@ -41,15 +39,6 @@ async function query<R extends pg.QueryResultRow>(url: string, sql: string, valu
   } finally {
     await c.end().catch(() => undefined);
   }
-}
-
-/** A ledger's first `n` stored rows, as a sidecar of `source` ships them. */
-async function rowsOf(source: string, n: number): Promise<StoredRow[]> {
-  const s = openMemoryStorage({ source });
-  for (let i = 0; i < n; i++) await s.ledger.append(entry());
-  const rows = await s.ledger.readRows!(0, n);
-  await s.close();
-  return rows;
 }
 
 /** Rows of `source` in the central database, and distinct envelope ids among them. */
@@ -91,7 +80,7 @@ t.test('PostgreSQL stopped for a minute under two sidecars that keep serving, th
   const probe = await httpJson(`${central.url}/v1/audit/ingest`, {
     method: 'POST',
     headers: { 'x-gov-token': SIDECAR_KEY, 'content-type': 'application/json' },
-    body: JSON.stringify({ source: 'probe@outage', rows: (await rowsOf('probe@outage', 1)).map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) }),
+    body: JSON.stringify({ source: 'probe@outage', rows: (await sidecarRows('probe@outage', 1)).map((r) => ({ seq: r.seq, row: r.bytes.toString('base64') })) }),
   });
   t.match({ status: probe.status, retry: probe.headers.get('retry-after'), body: probe.body }, { status: 503, retry: '1', body: { error: { code: 'unavailable' } } }, 'ingest answers 503 while its store is down, never 500');
   // The sidecars keep answering governed calls the whole time; their rows wait in their own ledgers.
@@ -132,27 +121,6 @@ t.test('a sidecar SIGKILLed mid-shipping to a PostgreSQL central resumes from it
   const db = await createTestDatabase();
   const dir = mkdtempSync(join(tmpdir(), 'gov-replication-pg-kill-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  // Small batches, so that shipping 400 rows takes well over a hundred round trips; the rows are written
-  // before the central gateway is up, so the kill lands in the middle of the catch-up.
-  const slow = { GOV_REPLICATION_BATCH_ROWS: '3' };
-  let sidecar = await startSidecar(dir, `http://127.0.0.1:${port}`, slow);
-  t.teardown(() => kill(sidecar));
-  await govern(sidecar, 400, 16);
-  const total = await localRows(sidecar);
-  const central = await startCentral(dir, port, { GOV_DATABASE_URL: db.url });
-  t.teardown(() => central.kill());
-  await until('shipping under way', async () => ((await centralRows(central.url)) >= 30 ? true : undefined));
-  await kill(sidecar);
-  const atKill = await centralRows(central.url);
-  t.ok(atKill < total, `killed mid-shipping (${atKill} of ${total} rows at the central store)`);
-
-  sidecar = await startSidecar(dir, central.url, slow);
-  t.equal(await caughtUp(sidecar, central.url, total, 60_000), total);
-  const started = /"acknowledged_seq":(\d+)[^\n]*replication to the central gateway started/.exec(sidecar.out());
-  t.ok(started && Number(started[1]) > 0 && Number(started[1]) <= atKill, `resumed from the durable cursor (${started?.[1]}), not from seq 0`);
-  sidecar.child.kill('SIGTERM');
-  await sidecar.exited;
-  await central.kill();
+  const { total, sidecar } = await killMidShipping(t, dir, { GOV_DATABASE_URL: db.url });
   await bothEnds(t, dir, db.url, [sidecar], [total]);
 });
