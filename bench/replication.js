@@ -6,7 +6,7 @@
 //     payloads as bench/postgres.js); the bodies are built and compressed before the clock starts (that is
 //     the sidecars' work), the gateway's decompression, parsing, chain verification and commit are timed;
 //   - lag: 4 `gov sidecar` processes shipping to a `gov gateway` on PostgreSQL, driven together at 1,000
-//     governed calls/s (one ledger row each, 250/s per sidecar, scheduled open-loop) for 20 s after a 3 s
+//     governed calls/s (one ledger row each, 250/s per sidecar, scheduled open-loop) for 30 s after a 10 s
 //     warm-up. A row's lag runs from its sidecar's ledger commit to the central store's write of it: the
 //     start is when the call's answer reaches this process (a sidecar answers only after the commit, so this
 //     is at most the answer's transit late), the end is the row's stored_at in gov_replica_rows
@@ -33,8 +33,8 @@ const INGEST_ROWS_PER_SOURCE = Number(process.env.REPL_BENCH_ROWS_PER_SOURCE ?? 
 const BATCH_ROWS = 500;
 const SIDECARS = 4;
 const RATE = Number(process.env.REPL_BENCH_RATE ?? 1000);
-const LAG_SECONDS = Number(process.env.REPL_BENCH_SECONDS ?? 20);
-const WARMUP_SECONDS = 3;
+const LAG_SECONDS = Number(process.env.REPL_BENCH_SECONDS ?? 30);
+const WARMUP_SECONDS = Number(process.env.REPL_BENCH_WARMUP ?? 10);
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const central = async (url) => startGateway(url, await freePort(), { AUTH_ENABLED: 'true', GOV_API_KEYS: `${KEY}:team`, GOV_ENV: 'test' });
 
@@ -175,6 +175,7 @@ async function lag(databaseUrl) {
     await c.end();
     if (rows.length !== ids.length) throw new Error(`${ids.length} calls answered but only ${rows.length} of their rows reached the central store`);
     const lags = rows.map((r) => r.at - answered.get(r.envelope_id)).sort((a, b) => a - b);
+    if (process.env.REPL_BENCH_DETAIL === '1') printLagBySecond(rows, answered);
     const round = (x) => Math.round(x * 10) / 10;
     return {
       'replication offered rows/s': Math.round(ids.length / seconds),
@@ -190,6 +191,22 @@ async function lag(databaseUrl) {
     }
     await stopChild(gw);
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** REPL_BENCH_DETAIL=1: p50/p99/max of the rows answered in each second of the run, to stderr (where a tail comes from). */
+function printLagBySecond(rows, answered) {
+  const start = Math.min(...answered.values());
+  const bySecond = new Map();
+  for (const r of rows) {
+    const at = answered.get(r.envelope_id);
+    const s = Math.floor((at - start) / 1000);
+    if (!bySecond.has(s)) bySecond.set(s, []);
+    bySecond.get(s).push(r.at - at);
+  }
+  for (const [s, l] of [...bySecond].sort((a, b) => a[0] - b[0])) {
+    l.sort((a, b) => a - b);
+    console.error(`second ${s}: ${l.length} rows, lag p50 ${Math.round(percentile(l, 50))} p99 ${Math.round(percentile(l, 99))} max ${Math.round(l[l.length - 1])} ms`);
   }
 }
 
