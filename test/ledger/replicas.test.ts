@@ -6,7 +6,8 @@ import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { openMemoryStorage } from '../../src/ledger/memory.js';
 import type { Storage } from '../../src/ledger/port.js';
 import { openPostgresStorage } from '../../src/ledger/postgres.js';
-import { IngestRejectedError } from '../../src/ledger/replica-batch.js';
+import { IngestRejectedError, storedRowHash } from '../../src/ledger/replica-batch.js';
+import { RowBuilder } from '../../src/ledger/row-builder.js';
 import { readRowLayout } from '../../src/ledger/row-format.js';
 import { createTestDatabase, postgresUnreachable, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
 import { entry, sidecarRows } from './fixtures/ledger-suite.js';
@@ -133,6 +134,24 @@ for (const [name, open] of adapters) {
     const back = await store.readRows('sidecar@race', 0, 100);
     t.same(back.map((r) => r.bytes.toString('hex')), rows.map((r) => r.bytes.toString('hex')));
     t.match(await store.verify(), [{ source: 'sidecar@race', valid: true, rows_checked: 30 }]);
+  });
+
+  t.test(`${name}: a row repeating an envelope id stored earlier in its source's chain is refused, in a later batch too`, async (t) => {
+    const central = await open();
+    t.teardown(central.close);
+    const store = central.replicas!;
+    // A valid chain whose row 4 reuses row 1's envelope id (a ledger refuses that; a forged one need not).
+    const builder = new RowBuilder({ seq: 0, hash: null }, undefined, 'sidecar@dup');
+    const first = entry();
+    const rows = [first, entry(), entry(), entry({ envelope_id: first.envelope_id }), entry()].map((e) => {
+      const b = builder.build(e);
+      return { seq: b.seq, bytes: Buffer.from(b.bytes) };
+    });
+    t.equal((await store.ingest('sidecar@dup', rows.slice(0, 3))).stored, 3);
+    await rejection(t, store.ingest('sidecar@dup', rows.slice(3)), 'conflict', 4);
+    await rejection(t, store.ingest('sidecar@dup', rows), 'conflict', 4);
+    t.same(await store.head('sidecar@dup'), { seq: 3, hash: storedRowHash(rows[2].bytes) }, 'nothing of the refused batches stored');
+    t.equal((await store.readRows('sidecar@dup', 0, 10)).length, 3);
   });
 
   t.test(`${name}: an unknown source has head 0 and no rows; an empty batch stores nothing`, async (t) => {
