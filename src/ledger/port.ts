@@ -122,7 +122,8 @@ export type SourceVerifyResult = ChainVerifyResponse & { source: string };
  * it. ingest() verifies a batch before storing any of it (ledger/replica-batch.ts) and throws
  * IngestRejectedError, storing nothing, when it would break the source's chain; it is idempotent by seq
  * and envelope id, so a batch sent again stores nothing twice. Batches of one source are applied one at a
- * time. Adapters: LMDB (ledger/lmdb-replicas.ts), memory (ledger/memory-replicas.ts); PostgreSQL later.
+ * time. Adapters: LMDB (ledger/lmdb-replicas.ts), memory (ledger/memory-replicas.ts), PostgreSQL
+ * (ledger/postgres-replicas.ts).
  */
 export interface ReplicaStore {
   ingest(source: string, rows: StoredRow[]): Promise<IngestResult>;

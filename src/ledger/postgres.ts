@@ -20,6 +20,8 @@ import {
   type VerifyOptions,
 } from './port.js';
 import { migrate } from './postgres-migrations.js';
+import { PostgresReplicaStore } from './postgres-replicas.js';
+import { unreachable } from './postgres-unreachable.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { readAuditRow, readRowWithPayload } from './row-reader.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
@@ -857,20 +859,6 @@ async function checkKeyFingerprint(pool: pg.Pool, payloadKey: Buffer | undefined
 }
 
 /**
- * Errors that say the server cannot be reached or is going away, not that a statement is wrong: socket
- * errors, SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now), 53300 (too
- * many connections), and node-postgres's own messages for a dropped connection or a connect timeout.
- */
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', '57P01', '57P02', '57P03', '53300']);
-const UNREACHABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/;
-
-function unreachable(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || code.startsWith('08'))) return true;
-  return e instanceof Error && UNREACHABLE_MESSAGES.test(e.message);
-}
-
-/**
  * The pool as the adapters use it, with a lost server reported as LedgerUnavailableError: every route
  * answers 503 with Retry-After while the database is unreachable, never a 500 (the append path already
  * reports its failures so; this covers the reads and the kv store).
@@ -898,9 +886,10 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
   const source = checkSourceId(opts.source ?? defaultSourceId('ledger'));
   if (opts.migrate ?? true) await migrate(url);
+  const poolSize = opts.poolSize ?? 10;
   const pool = new pg.Pool({
     connectionString: url,
-    max: opts.poolSize ?? 10,
+    max: poolSize,
     application_name: 'gov-gateway',
     keepAlive: true,
     connectionTimeoutMillis: 10_000,
@@ -926,6 +915,8 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     return {
       ledger,
       kv: new PostgresKv(guarded),
+      // Replicated batches may hold half the pool at most; the gateway's own appends and reads keep the rest.
+      replicas: new PostgresReplicaStore(guarded, payloadKey, Math.max(1, Math.ceil(poolSize / 2))),
       close() {
         closing ??= (async () => {
           await ledger.close();

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { LedgerConflictError, LedgerInputError } from '../../src/ledger/errors.js';
 import { planList } from '../../src/ledger/audit-query.js';
+import { openMemoryStorage } from '../../src/ledger/memory.js';
 import { listStatement, openPostgresStorage } from '../../src/ledger/postgres.js';
 import type { Storage } from '../../src/ledger/port.js';
 import { createTestDatabase, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
@@ -268,7 +269,9 @@ if (await requirePostgres()) {
       GRANT SELECT, INSERT, UPDATE, DELETE ON gov_kv TO ${role};
       GRANT SELECT, INSERT ON gov_meta TO ${role};
       GRANT SELECT ON gov_schema_migrations TO ${role};
-      GRANT EXECUTE ON FUNCTION gov_append_rows, gov_erase_payload, gov_add_counts TO ${role};`);
+      GRANT EXECUTE ON FUNCTION gov_append_rows, gov_erase_payload, gov_add_counts TO ${role};
+      GRANT SELECT, INSERT ON gov_replica_rows TO ${role};
+      GRANT SELECT, INSERT, UPDATE ON gov_replica_heads TO ${role};`);
     const url = new URL(db.url);
     url.username = role;
     const app = await openPostgresStorage(url.toString(), { source: 'gateway@app' });
@@ -284,6 +287,13 @@ if (await requirePostgres()) {
     const asApp = { ...db, url: url.toString() };
     await t.rejects(sqlOn(asApp, `UPDATE gov_audit_rows SET agent_id = 'x'`), /permission denied/);
     await t.rejects(sqlOn(asApp, `ALTER TABLE gov_audit_rows DISABLE TRIGGER gov_audit_rows_append_only`), /must be owner/);
+    // Replicated rows (a central gateway's ingest) with the same role.
+    const sidecar = openMemoryStorage({ source: 'sidecar@app' });
+    for (let i = 0; i < 3; i++) await sidecar.ledger.append(entry());
+    t.equal((await app.replicas!.ingest('sidecar@app', await sidecar.ledger.readRows!(0, 3))).stored, 3);
+    t.match(await app.replicas!.verify(), [{ source: 'sidecar@app', valid: true, rows_checked: 3 }]);
+    await t.rejects(sqlOn(asApp, `UPDATE gov_replica_rows SET envelope_id = 'x'`), /permission denied/);
+    await t.rejects(sqlOn(asApp, `ALTER TABLE gov_replica_rows DISABLE TRIGGER gov_replica_rows_append_only`), /must be owner/);
   });
 
   t.test('strings PostgreSQL text cannot hold: refused on append, found nowhere on read (never a statement error)', async (t) => {
