@@ -20,7 +20,7 @@ import { openPostgresStorage } from '../dist/ledger/postgres.js';
 import { percentile } from './timing.js';
 import { paddedWorkedExample } from './worked-example.js';
 
-const ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROWS = Number(process.env.PG_BENCH_ROWS ?? 200_000);
 const IN_FLIGHT = Number(process.env.PG_BENCH_IN_FLIGHT ?? 4_000);
 const CHUNK = 64;
@@ -30,7 +30,7 @@ const DURATION_S = Number(process.env.BENCH_HTTP_DURATION ?? 10);
 const WARMUP_S = Number(process.env.BENCH_HTTP_WARMUP ?? 2);
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 
-async function admin(sql) {
+export async function admin(sql) {
   const c = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 3000 });
   c.on('error', () => undefined);
   await c.connect();
@@ -41,7 +41,7 @@ async function admin(sql) {
   }
 }
 
-async function withDatabase(fn) {
+export async function withDatabase(fn) {
   const name = `gov_bench_${process.pid}_${randomBytes(4).toString('hex')}`;
   await admin(`CREATE DATABASE ${name}`);
   const url = new URL(ADMIN_URL);
@@ -54,7 +54,7 @@ async function withDatabase(fn) {
 }
 
 /** The same ~1 KB validate request and response as bench/ledger.js. */
-function payload(i) {
+export function payload(i) {
   return JSON.parse(JSON.stringify({
     request: {
       agent_id: `agent-${i % 16}`, framework: 'REST', version: '1.0', sdk_version: '1.0.0',
@@ -121,7 +121,7 @@ async function ingest(url) {
   }
 }
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
@@ -133,11 +133,12 @@ function freePort() {
   });
 }
 
-async function startGateway(databaseUrl, port) {
+export async function startGateway(databaseUrl, port, extraEnv = {}) {
   const child = spawn(process.execPath, [CLI, 'gateway'], {
     env: {
       ...process.env, GOV_ENV: 'development', GOV_LOG_LEVEL: 'warn', GOV_DATABASE_URL: databaseUrl, GOV_PORT: String(port),
       GOV_HOST: '127.0.0.1', GOV_SOURCE_ID: 'gateway@bench', RATE_LIMIT_ENABLED: 'false', AUTH_ENABLED: 'false',
+      ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -204,14 +205,19 @@ async function validate(databaseUrl) {
       'pg http non-2xx': result.non2xx + result.errors + result.timeouts,
     };
   } finally {
-    gw.child.kill('SIGTERM');
-    let timer;
-    const exit = await Promise.race([gw.exited, new Promise((r) => (timer = setTimeout(() => r(null), 10_000)))]);
-    clearTimeout(timer);
-    if (exit === null) {
-      gw.child.kill('SIGKILL');
-      await gw.exited;
-    }
+    await stopChild(gw);
+  }
+}
+
+/** SIGTERM, and SIGKILL after 10 s. */
+export async function stopChild(p) {
+  p.child.kill('SIGTERM');
+  let timer;
+  const exit = await Promise.race([p.exited, new Promise((r) => (timer = setTimeout(() => r(null), 10_000)))]);
+  clearTimeout(timer);
+  if (exit === null) {
+    p.child.kill('SIGKILL');
+    await p.exited;
   }
 }
 

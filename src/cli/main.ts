@@ -5,7 +5,6 @@ import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { loadGoldenRules } from '../policy/golden.js';
 import { loadPolicyDir } from '../policy/loader.js';
 import { formatReport, readCaseDir, runCases } from '../policy/policy-test.js';
-import { migrateCommand } from './migrate.js';
 import { policyReplayCommand } from './policy-replay.js';
 import { loadSettings, settingsHelp, SettingsError, type Mode } from '../config/settings.js';
 import { composeSidecar } from '../compose/sidecar.js';
@@ -125,6 +124,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (argv[0] === 'migrate') {
+    const { migrateCommand } = await import('./migrate.js');
     process.exitCode = await migrateCommand(argv.slice(1));
     return;
   }

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../server/app.js';
 import type { Authenticator } from '../server/authenticators.js';
+import type { HealthChecks } from '../runtime/health.js';
 import type { Core } from './core.js';
 
 /**
@@ -9,11 +10,11 @@ import type { Core } from './core.js';
  */
 const ENTITLEMENTS: ReadonlySet<string> = new Set(['policy_api']);
 
-/** How a mode's API is reached: its authenticator, its health path and what its health route adds. */
+/** How a mode's API is reached: its authenticator, its health path and what its health routes report. */
 export interface ApiAccess {
   authenticator: Authenticator;
   healthPath: '/v1/health' | '/health';
-  health: () => Promise<Record<string, unknown>>;
+  health: HealthChecks;
 }
 
 /** A core with the Fastify API app on it: what `gov embedded` and `gov gateway` run. */

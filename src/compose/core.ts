@@ -7,7 +7,6 @@ import { SCORING_CONFIG } from '../engine/scoring-config.js';
 import { AnchoredLedger, HeadAnchorFile } from '../ledger/head-anchor.js';
 import { openLmdbStorage } from '../ledger/lmdb.js';
 import { openMemoryStorage } from '../ledger/memory.js';
-import { openPostgresStorage } from '../ledger/postgres.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import type { Storage } from '../ledger/port.js';
 import { loadGoldenRules } from '../policy/golden.js';
@@ -26,10 +25,14 @@ import { classifierFailureLog, RemoteClassifier } from '../runtime/remote-classi
 import { MemorySlidingWindowLimiter, type RateLimiter } from '../runtime/rate-limiter.js';
 import { ReviewQueue } from '../runtime/review-queue.js';
 import { PaymentIntents } from '../runtime/payment-intents.js';
+import { HealthChecks, storeCheck, type HealthCheck } from '../runtime/health.js';
 import { PeriodicRefresh } from '../runtime/state-refresh.js';
-import { openRedisConnection, type RedisConnection } from '../store/redis-connection.js';
-import { RedisSlidingWindowLimiter } from '../store/redis-limiter.js';
+import type { RedisConnection } from '../store/redis-connection.js';
+import { CachedAgentStats } from '../store/reliability-cache.js';
+import type { JobQueues } from '../runtime/job-queue.js';
+import { openJobQueues, REVIEW_PUSH_QUEUE } from './job-queues.js';
 import { GovMetrics } from '../telemetry/metrics.js';
+import { ThrottledLog } from '../telemetry/throttled-log.js';
 
 /**
  * The parts every mode shares, built from settings with no HTTP: storage, the governor and what it reads
@@ -51,12 +54,16 @@ export interface Core {
   policies: PolicyRegistry;
   /** Hot reload of GOV_POLICY_DIR; null with GOV_POLICY_WATCH=false. */
   policyWatcher: PolicyDirWatcher | null;
-  /** Brings the kill switch and the registered manifests up to the store every GOV_STATE_REFRESH_MS. */
+  /** Brings the kill switch, the registered manifests and the active policy set up to the store every GOV_STATE_REFRESH_MS. */
   stateRefresh: PeriodicRefresh;
   /** The rate-limit port (Redis with GOV_REDIS_URL, else in process) and the rules of GOV_RATE_LIMIT_FILE. */
   limiter: RateLimiter;
   /** The Redis connection (GOV_REDIS_URL); null without it. */
   redis: RedisConnection | null;
+  /** Probes of the store and Redis (a mode may add its own links): the health routes and gov_health_* gauges. */
+  health: HealthChecks;
+  /** The job queues (BullMQ with GOV_REDIS_URL, else in process); null when no queue is needed (no review webhook). */
+  queues: JobQueues | null;
   rateRules: RateLimitRules;
   metrics: GovMetrics;
   logger: Logger;
@@ -89,6 +96,8 @@ export function createLogger(settings: Settings): Logger {
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
   const encryptionKey = settings.auditEncryptionKey === null ? undefined : parseEncryptionKey(settings.auditEncryptionKey);
   if (settings.databaseUrl !== null) {
+    // Loaded only when used: pg and ioredis cost a sidecar, which never uses them, ~11 MB of resident memory.
+    const { openPostgresStorage } = await import('../ledger/postgres.js');
     return openPostgresStorage(settings.databaseUrl, {
       encryptionKey,
       source: settings.sourceId,
@@ -199,21 +208,53 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
 
   // Never throws for an unreachable Redis: it reconnects in the background and the limits follow their
   // Redis-down behaviour meanwhile (runtime/rate-limit-scopes.ts).
-  const redis = settings.redis === null ? null : await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
-  const limiter: RateLimiter = redis === null ? new MemorySlidingWindowLimiter() : new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+  let redis: RedisConnection | null = null;
+  let limiter: RateLimiter = new MemorySlidingWindowLimiter();
+  if (settings.redis !== null) {
+    const [{ openRedisConnection }, { RedisSlidingWindowLimiter }] = await Promise.all([import('../store/redis-connection.js'), import('../store/redis-limiter.js')]);
+    redis = await openRedisConnection(settings.redis, logger, (up) => metrics.setRedisUp(up));
+    limiter = new RedisSlidingWindowLimiter(redis.client, redis.keyPrefix);
+  }
 
-  // Replicas sharing a store see each other's kill switch and manifests within GOV_STATE_REFRESH_MS (plus one
-  // read); decisions never wait on the store for them (docs/deployment.md, "Shared state").
+  // Replicas sharing a store see each other's kill switch, manifests and policy activations within
+  // GOV_STATE_REFRESH_MS (plus one read); decisions never wait on the store for them (docs/deployment.md,
+  // "Shared state").
   const stateRefresh = new PeriodicRefresh(async () => {
-    const [switched, registered] = await Promise.allSettled([killSwitch.refresh(), manifests.refresh()]);
+    const [switched, registered, activated] = await Promise.allSettled([killSwitch.refresh(), manifests.refresh(), policies.refresh()]);
     if (registered.status === 'fulfilled') {
       for (const e of registered.value) logger.error({ err: { message: e.message } }, 'registered manifest refused; its agent keeps the manifest it had');
     }
-    const failed = [switched, registered].find((r) => r.status === 'rejected');
+    if (activated.status === 'fulfilled' && activated.value) logger.info({ policy_version: policies.current().version }, 'policy set changed through another replica');
+    const failed = [switched, registered, activated].find((r) => r.status === 'rejected');
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-  }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch and manifests stay in force'));
+  }, settings.stateRefreshMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'shared state refresh failed; the last known kill switch, manifests and policy set stay in force'));
   stateRefresh.start();
-  const reviewQueue = new ReviewQueue(storage.kv);
+  const opened = await openJobQueues(settings, logger, metrics);
+  const pushLog = new ThrottledLog((fields, msg) => logger.warn(fields, msg));
+  const reviewQueue = new ReviewQueue({
+    kv: storage.kv,
+    push: opened?.reviewPush ?? null,
+    onPushDeferred: (e) => {
+      metrics.queueEnqueueDeferred.inc({ queue: REVIEW_PUSH_QUEUE });
+      pushLog.log({ err: { message: (e as Error).message } }, 'review push not enqueued (job queue unavailable); kept in the store for the next sweep');
+    },
+  });
+  // Pushes the queue did not take (Redis down, a crash before it did) are handed over again; at start too.
+  const pushSweep = new PeriodicRefresh(async () => {
+    await reviewQueue.sweep(new Date(clock().getTime() - settings.queues.sweepMs));
+  }, opened === null ? 0 : settings.queues.sweepMs, (e) => logger.warn({ err: { message: (e as Error).message } }, 'review push sweep failed; the next one tries again'));
+  pushSweep.start(true);
+  if (opened !== null) {
+    const queue = opened.reviewPush;
+    metrics.watchQueues(async () => {
+      if (redis !== null && !redis.up()) throw new Error('redis down');
+      return [[queue.name, await queue.counts()]];
+    }, () => reviewQueue.pendingPushes());
+  }
+  const ttl = settings.queues.reliabilityCacheTtlMs;
+  const statsCache = redis !== null && ttl > 0 && opts.historicalReliability === true
+    ? new CachedAgentStats(storage.ledger, redis, ttl, (result) => metrics.reliabilityCacheReads.inc({ result }))
+    : null;
   // GOV_DETECTOR_URL unset: no client exists and no decision awaits anything (zero cost).
   const classifier = settings.detector === null ? null : new RemoteClassifier(settings.detector);
   const governor = new Governor({
@@ -223,6 +264,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     reviewQueue,
     rules: () => rules,
     useHistoricalReliability: opts.historicalReliability ?? false,
+    agentStats: statsCache === null ? undefined : (agentId) => statsCache.agentStats(agentId),
     reviewSlaMinutes: settings.reviewSlaMinutes,
     backpressureWaitMs: settings.ledgerBackpressureWaitMs,
     maxStoredTextChars: settings.auditMaxTextChars,
@@ -236,6 +278,10 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
   });
 
   const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });
+  metrics.watchLedger(storage.ledger, settings.ledgerMaxPendingRows);
+  const checks: HealthCheck[] = [storeCheck(settings.databaseUrl === null ? 'ledger' : 'database', storage.kv, settings.sourceId)];
+  if (redis !== null) checks.push({ name: 'redis', neededForCalls: false, probe: async () => void (await redis.client.ping()) });
+  const health = new HealthChecks(checks, settings.healthTimeoutMs, metrics, logger);
 
   let closing: Promise<void> | null = null;
   return {
@@ -251,6 +297,8 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     stateRefresh,
     limiter,
     redis,
+    health,
+    queues: opened?.queues ?? null,
     rateRules,
     metrics,
     logger,
@@ -259,6 +307,9 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
       closing ??= (async () => {
         await policyWatcher?.close();
         await stateRefresh.close();
+        // Queues first: an in-process job left unfinished releases the sweep waiting on it, and stays pending in the store.
+        await opened?.queues.close();
+        await pushSweep.close();
         await storage.close();
         await classifier?.close();
         await redis?.close();

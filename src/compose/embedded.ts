@@ -1,4 +1,5 @@
 import type { Settings } from '../config/settings.js';
+import type { HealthChecks } from '../runtime/health.js';
 import { bearerAuthenticator, generateEmbedToken } from '../server/authenticators.js';
 import { withApiApp, type ApiAccess, type Composed } from './api-app.js';
 import { composeCore, type Core, type CoreOptions } from './core.js';
@@ -6,13 +7,14 @@ import { composeCore, type Core, type CoreOptions } from './core.js';
 export type EmbeddedOptions = Omit<CoreOptions, 'historicalReliability' | 'awaitCentral'>;
 
 /**
- * The embedded API's access: a bearer token (GOV_EMBED_TOKEN, else generated and printed once), the
- * /v1/health path with nothing added. The sidecar serves the same API beside its proxy.
+ * The embedded API's access: a bearer token (GOV_EMBED_TOKEN, else generated and printed once) and the
+ * /v1/health path reporting `health` (the ledger; the sidecar adds its central link). The sidecar serves the
+ * same API beside its proxy.
  */
-export function embeddedAccess(settings: Settings): { access: ApiAccess; token: string; tokenGenerated: boolean } {
+export function embeddedAccess(settings: Settings, health: HealthChecks): { access: ApiAccess; token: string; tokenGenerated: boolean } {
   const token = settings.embedToken ?? generateEmbedToken();
   return {
-    access: { authenticator: bearerAuthenticator(token), healthPath: '/v1/health', health: async () => ({}) },
+    access: { authenticator: bearerAuthenticator(token), healthPath: '/v1/health', health },
     token,
     tokenGenerated: settings.embedToken === null,
   };
@@ -26,6 +28,6 @@ export function composeEmbeddedCore(settings: Settings, opts: Omit<CoreOptions, 
 /** `gov embedded`: the core (LMDB or memory ledger, in-process limiter) and the API with bearer auth. */
 export async function composeEmbedded(settings: Settings, opts: EmbeddedOptions = {}): Promise<Composed> {
   const core = await composeEmbeddedCore(settings, opts);
-  const { access, token, tokenGenerated } = embeddedAccess(settings);
+  const { access, token, tokenGenerated } = embeddedAccess(settings, core.health);
   return withApiApp(core, access, token, tokenGenerated);
 }

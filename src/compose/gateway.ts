@@ -7,17 +7,12 @@ export type GatewayOptions = Omit<CoreOptions, 'historicalReliability'>;
 
 /**
  * `gov gateway`: the core with the historical-reliability signal, and the API with X-Gov-Token auth (API
- * keys or HS256 JWTs; open only where AUTH_ENABLED=false is allowed) and /health reporting the ledger.
+ * keys or HS256 JWTs; open only where AUTH_ENABLED=false is allowed) and /health reporting the store and Redis.
  */
 export async function composeGateway(settings: Settings, opts: GatewayOptions = {}): Promise<Composed> {
   const core = await composeCore(settings, { ...opts, historicalReliability: true });
   const authenticator = settings.authEnabled
     ? govTokenAuthenticator(settings.apiKeys, settings.jwtSecret, { audience: settings.jwtAudience, issuer: settings.jwtIssuer })
     : openAuthenticator();
-  const ledger = core.storage.ledger;
-  return withApiApp(core, {
-    authenticator,
-    healthPath: '/health',
-    health: async () => ({ ledger: 'ok', ledger_head_seq: (await ledger.head()).seq }),
-  }, null, false);
+  return withApiApp(core, { authenticator, healthPath: '/health', health: core.health }, null, false);
 }

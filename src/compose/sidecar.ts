@@ -7,7 +7,7 @@ import { ProxyServer } from '../proxy/proxy-server.js';
 import { buildRouteTable, type RouteTable } from '../proxy/routes.js';
 import { ToolCallLinks } from '../proxy/tool-call-links.js';
 import { UpstreamPools } from '../proxy/upstream.js';
-import { ReplicationShipper } from '../replication/shipper.js';
+import { centralLinkCheck, ReplicationShipper } from '../replication/shipper.js';
 import { AppError } from '../server/app-error.js';
 import { withApiApp, type Composed } from './api-app.js';
 import { composeEmbeddedCore, embeddedAccess, type EmbeddedOptions } from './embedded.js';
@@ -36,20 +36,40 @@ export type SidecarOptions = EmbeddedOptions;
 export async function composeSidecar(settings: Settings, opts: SidecarOptions = {}): Promise<Sidecar> {
   const proxySettings = settings.proxy;
   if (proxySettings === null) throw new Error('composeSidecar needs sidecar settings (loadSettings("sidecar"))');
-  const { access, token, tokenGenerated } = embeddedAccess(settings);
-  // Bound once the shipper exists; settings refuse `central` without replication, so it is set by then.
+  // Bound right after the core is built; settings refuse `central` without replication, so it is set by then.
   let shipper: ReplicationShipper | null = null;
   const awaitCentral = settings.ledgerDurability !== 'central' ? undefined : async (seq: number) => {
     if (await shipper?.acknowledged(seq, settings.centralAckTimeoutMs)) return;
     throw new AppError('unavailable', `the central store did not acknowledge this call's audit row within ${settings.centralAckTimeoutMs} ms (GOV_LEDGER_DURABILITY=central); the row is kept locally and replicates when the central gateway answers`, undefined, { 'retry-after': '1' });
   };
-  const composed = await withApiApp(await composeEmbeddedCore(settings, { ...opts, awaitCentral }), access, token, tokenGenerated);
+  const governed = await composeEmbeddedCore(settings, { ...opts, awaitCentral });
+  const replication = settings.replication;
+  const link = replication === null ? null : new ReplicationShipper({
+    ledger: governed.storage.ledger,
+    kv: governed.storage.kv,
+    source: settings.sourceId,
+    settings: replication,
+    metrics: governed.metrics,
+    logger: governed.logger,
+    clock: governed.clock,
+  });
+  shipper = link;
+  // The central link is reported beside the ledger; only the ledger decides readiness (docs/deployment.md).
+  const { access, token, tokenGenerated } = embeddedAccess(settings, link === null ? governed.health : governed.health.with(centralLinkCheck(link)));
+  let composed: Composed;
+  try {
+    composed = await withApiApp(governed, access, token, tokenGenerated);
+  } catch (e) {
+    await link?.close();
+    throw e;
+  }
   const links = new ToolCallLinks();
   const context: AdapterContext = { manifest: (agentId) => composed.manifests.get(agentId), links };
   let routes: RouteTable;
   try {
     routes = buildRouteTable(proxySettings, ADAPTERS, context);
   } catch (e) {
+    await shipper?.close();
     await composed.close();
     throw e;
   }
@@ -71,17 +91,6 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     return unnamed.get(kind);
   };
   const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, identity: agentIdentity(proxySettings), adapterOfKind });
-
-  const replication = settings.replication;
-  shipper = replication === null ? null : new ReplicationShipper({
-    ledger: composed.storage.ledger,
-    kv: composed.storage.kv,
-    source: settings.sourceId,
-    settings: replication,
-    metrics: composed.metrics,
-    logger: composed.logger,
-    clock: composed.clock,
-  });
 
   let closing: Promise<void> | null = null;
   return {

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { AGENT_ID, parseAgentList } from './agent-identity.js';
 import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
 import { loadRedisSettings, REDIS_SETTING_DOCS, type RedisSettings } from './redis-settings.js';
+import { loadQueueSettings, QUEUE_SETTING_DOCS, type QueueSettings } from './queue-settings.js';
 import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/routes-file.js';
 import { fixedRoutes } from '../proxy/protocols/registry.js';
 import { SourceId } from '../contracts/audit.js';
@@ -56,7 +57,8 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_POLICY_WATCH', modes: ['embedded', 'gateway', 'sidecar'], default: 'true', help: 'hot reload: watch GOV_POLICY_DIR and publish/activate changed packs; a bad file keeps the last good version (docs/policies.md)' },
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
-  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch and registered manifests are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch, registered manifests and active policy set are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_HEALTH_TIMEOUT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '500', help: 'the longest a health request waits on each store probe; a store that has not answered by then is reported down (error timeout)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
   { name: 'GOV_INGEST_MAX_BYTES', modes: ['gateway'], default: '67108864', help: 'largest replication batch POST /v1/audit/ingest takes, counted after gzip decompression (413 above)' },
@@ -67,6 +69,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_REPLICATION_RETRY_MAX_MS', modes: ['sidecar'], default: '30000', help: 'longest wait between attempts while the central gateway is unreachable or refuses (backoff doubles from GOV_REPLICATION_DELAY_MS)' },
   { name: 'GOV_REPLICATION_PRUNE_AFTER', modes: ['sidecar'], default: 'off', help: 'drop the local payload of rows the central store acknowledged once they are this old (e.g. 30m, 12h, 7d); header, chain and cursor stay' },
   ...REDIS_SETTING_DOCS,
+  ...QUEUE_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },
   { name: 'GOV_PROXY_HOST', modes: ['sidecar'], default: '127.0.0.1', help: 'address the proxy binds (the agent shares the pod, so loopback is enough)' },
@@ -165,14 +168,18 @@ export interface Settings {
   policyWatch: boolean;
   policyWatchIntervalMs: number;
   manifestDir: string;
-  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch and manifests may be (0: read at start only). */
+  /** GOV_STATE_REFRESH_MS: the bound on how stale the kill switch, manifests and policy set may be (0: read at start only). */
   stateRefreshMs: number;
   reviewSlaMinutes: number;
+  /** GOV_HEALTH_TIMEOUT_MS: the bound on each health probe, so a health request never hangs on a dead store. */
+  healthTimeoutMs: number;
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
   detector: DetectorSettings | null;
   /** The gateway's shared rate-limit store (GOV_REDIS_*); null: limits are counted in process. */
   redis: RedisSettings | null;
+  /** The job queues (review push, later the judge) and the reliability cache (GOV_REVIEW_WEBHOOK_*, GOV_QUEUE_*). */
+  queues: QueueSettings;
   /** Sidecar only; null in the other modes. */
   proxy: ProxySettings | null;
   /** GOV_INGEST_MAX_BYTES: the ingest endpoint's body limit after decompression (gateway). */
@@ -279,9 +286,11 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     manifestDir: get('GOV_MANIFEST_DIR') ?? shipped(cwd, 'manifests'),
     stateRefreshMs: parse('GOV_STATE_REFRESH_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_STATE_REFRESH_MS') ?? '1000'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
+    healthTimeoutMs: parse('GOV_HEALTH_TIMEOUT_MS', z.coerce.number().int().min(1).max(60_000), get('GOV_HEALTH_TIMEOUT_MS') ?? '500'),
     logLevel,
     detector: loadDetectorSettings(get, parse),
     redis: loadRedisSettings(mode, get, parse),
+    queues: loadQueueSettings(get, parse),
     proxy: mode === 'sidecar' ? loadProxySettings(env, get, parse) : null,
     ingestMaxBytes: parse('GOV_INGEST_MAX_BYTES', z.coerce.number().int().min(64 * 1024).max(1024 * 1024 * 1024), get('GOV_INGEST_MAX_BYTES') ?? String(64 * 1024 * 1024)),
     replication: mode === 'sidecar' ? loadReplicationSettings(get, parse) : null,

@@ -1,3 +1,5 @@
+import { jsonDataProblem, type JsonDataProblem } from './json-data.js';
+
 /**
  * JSON that every reader reads the same way. The proxy checks one reading of a body and forwards its bytes
  * to a server that parses them again, and the ledger hashes what was checked: where two readings can
@@ -95,4 +97,23 @@ export function jsonTextHazard(text: string, o: { keys: boolean } = { keys: true
     }
   }
   return null;
+}
+
+/**
+ * The first string the API would refuse (json-data.ts: a NUL or lone surrogate), in a JSON request body
+ * the sidecar would forward: its path, or null, also for a body that is no JSON or that has another
+ * problem first (its reader reports those). A JSON text holds neither kind of string raw (a control
+ * character must be escaped, and UTF-8 has no surrogates), so a body without a `\u` escape costs one
+ * byte search and no parse.
+ */
+export function requestStringProblem(body: Buffer): JsonDataProblem | null {
+  if (body.indexOf('\\u') === -1) return null;
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch {
+    return null;
+  }
+  const problem = jsonDataProblem(value);
+  return problem?.kind === 'unsafe_string' ? problem : null;
 }

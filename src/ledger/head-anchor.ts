@@ -85,6 +85,7 @@ export class AnchoredLedger implements Ledger {
   private writing: Promise<void> = Promise.resolve();
   readonly erasePayload?: Ledger['erasePayload'];
   readonly room?: Ledger['room'];
+  readonly pendingRows?: Ledger['pendingRows'];
   readonly readRows?: Ledger['readRows'];
 
   constructor(
@@ -97,6 +98,7 @@ export class AnchoredLedger implements Ledger {
     this.written = prior === null ? { seq: 0, hash: null } : { seq: prior.seq, hash: prior.hash };
     if (inner.erasePayload) this.erasePayload = inner.erasePayload.bind(inner);
     if (inner.room) this.room = inner.room.bind(inner);
+    if (inner.pendingRows) this.pendingRows = inner.pendingRows.bind(inner);
     if (inner.readRows) this.readRows = inner.readRows.bind(inner);
     this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();

@@ -3,8 +3,7 @@ import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { ChainWalker } from './chain.js';
 import { LMDB_DB_NAMES, VERIFY_YIELD_ROWS } from './lmdb-layout.js';
 import type { IngestResult, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
-import { planIngest } from './replica-batch.js';
-import { HASH_BYTES, readRowLayout } from './row-format.js';
+import { planIngest, storedRowHash } from './replica-batch.js';
 import { SerialQueue } from './serial-queue.js';
 
 type ReplicaKey = [string, number];
@@ -47,7 +46,7 @@ export class LmdbReplicaStore implements ReplicaStore {
       const plan = planIngest(source, rows, head, {
         hashAt: (seq) => {
           const b = this.rows.get([source, seq]);
-          return b ? hashOf(b) : null;
+          return b ? storedRowHash(b) : null;
         },
         seqOfEnvelope: (id) => this.envelopes.get([source, id]) ?? null,
       }, this.payloadKey);
@@ -97,9 +96,4 @@ export class LmdbReplicaStore implements ReplicaStore {
       txn.done();
     }
   }
-}
-
-function hashOf(b: Buffer): string | null {
-  const layout = readRowLayout(b);
-  return layout ? b.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) : null;
 }

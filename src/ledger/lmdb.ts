@@ -6,6 +6,7 @@ import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, mergeStats, touch } from './agent-stats.js';
 import { collectPage, planList } from './audit-query.js';
 import { stitchSegments, type SegmentInfo } from './chain.js';
+import { CommitWaiters } from './commit-waiters.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
@@ -195,11 +196,10 @@ class LmdbLedger implements Ledger {
   private immediatePending = false;
   private closing = false;
   private closed: Promise<void> | null = null;
-  private idleWaiters: Array<() => void> = [];
   /** Rows appended and not yet durable, by envelope id; get() waits on them. */
   private readonly inFlight = new Map<string, PendingRow>();
-  /** get() calls waiting for an in-flight row, by envelope id (rare, so kept out of PendingRow). */
-  private readonly settleWaiters = new Map<string, Array<() => void>>();
+  /** room(), get() of a row still committing, and close() waiting on the commit queue. */
+  private readonly waiters: CommitWaiters;
   /** pre-check envelope id → post_check envelope id for rows not yet durable. */
   private readonly inFlightPostChecks = new Map<string, string>();
   /** Agent stats including rows not yet durable; the database holds the durable counts. */
@@ -230,8 +230,6 @@ class LmdbLedger implements Ledger {
   private loopBusy = false;
   /** ms this thread spent in on-loop commits since the current utilization window began. */
   private loopSyncSpent = 0;
-  /** New work waiting for the backlog to drain (room()). */
-  private roomWaiters: Array<() => void> = [];
   /** Running verify() walks; close() waits for them before the environment goes away. */
   private readonly verifying = new Set<Promise<unknown>>();
 
@@ -254,7 +252,7 @@ class LmdbLedger implements Ledger {
     private readonly idleFlushMs: number,
     private readonly loopSyncMaxMs: number,
     private readonly loopSyncMaxUtilization: number,
-    private readonly maxPendingRows: number,
+    maxPendingRows: number,
     source: string,
   ) {
     this.builder = new RowBuilder(head, payloadKey, source);
@@ -262,6 +260,7 @@ class LmdbLedger implements Ledger {
     this.acknowledgedSeq = head.seq;
     this.envelopeKeys = FreshKeys.of(envelopes as Database<unknown, string>);
     this.postCheckKeys = FreshKeys.of(postChecks as Database<unknown, string>);
+    this.waiters = new CommitWaiters({ pending: () => this.inFlight.size, busy: () => this.writing || this.queue.length > 0, closing: () => this.closing }, maxPendingRows);
   }
 
   async head(): Promise<{ seq: number; hash: string | null }> {
@@ -274,20 +273,12 @@ class LmdbLedger implements Ledger {
     return value === undefined || layout === null ? null : value.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES);
   }
 
-  room(): Promise<void> | null {
-    if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
-    return new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+  pendingRows(): number {
+    return this.inFlight.size;
   }
 
-  /**
-   * Lets waiting work in once the backlog is down to three quarters of the bound: letting it in at the
-   * bound itself would admit one call per settled row and keep the backlog pinned there.
-   */
-  private wakeRoomWaiters(): void {
-    if (this.roomWaiters.length === 0 || (this.inFlight.size > (this.maxPendingRows * 3) / 4 && !this.closing)) return;
-    const waiters = this.roomWaiters;
-    this.roomWaiters = [];
-    for (const w of waiters) w();
+  room(): Promise<void> | null {
+    return this.waiters.whenRoom();
   }
 
   append(entry: AppendEntry, options?: AppendOptions): Promise<AuditRow> {
@@ -620,10 +611,10 @@ class LmdbLedger implements Ledger {
         this.inFlightPostChecks.delete(p.postCheckParent);
       }
       p.resolve(p.built.row);
-      if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
+      this.waiters.settled(p.envelopeId);
     }
-    this.wakeRoomWaiters();
-    this.notifyIfIdle();
+    this.waiters.wakeRoom();
+    this.waiters.notifyIfIdle();
   }
 
   /**
@@ -641,13 +632,13 @@ class LmdbLedger implements Ledger {
       this.inFlight.delete(p.envelopeId);
       if (p.postCheckParent !== null) this.inFlightPostChecks.delete(p.postCheckParent);
       p.reject(error);
-      if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
+      this.waiters.settled(p.envelopeId);
     }
     this.stats.clear();
     this.builder.reset(this.committedHead);
     this.writing = false;
-    this.wakeRoomWaiters();
-    this.notifyIfIdle();
+    this.waiters.wakeRoom();
+    this.waiters.notifyIfIdle();
   }
 
   private refuseUnflushed(batch: PendingRow[], cause: unknown): void {
@@ -656,42 +647,14 @@ class LmdbLedger implements Ledger {
       if (this.inFlight.get(p.envelopeId) === p) this.inFlight.delete(p.envelopeId);
       if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === p.envelopeId) this.inFlightPostChecks.delete(p.postCheckParent);
       p.reject(error);
-      if (this.settleWaiters.size > 0) this.settle(p.envelopeId);
+      this.waiters.settled(p.envelopeId);
     }
-    this.wakeRoomWaiters();
-    this.notifyIfIdle();
-  }
-
-  /** Resolves once the in-flight row of this envelope is acknowledged or failed. */
-  private whenSettled(envelopeId: string): Promise<void> {
-    return new Promise((resolve) => {
-      const waiters = this.settleWaiters.get(envelopeId);
-      if (waiters) waiters.push(resolve);
-      else this.settleWaiters.set(envelopeId, [resolve]);
-    });
-  }
-
-  private settle(envelopeId: string): void {
-    const waiters = this.settleWaiters.get(envelopeId);
-    if (!waiters) return;
-    this.settleWaiters.delete(envelopeId);
-    for (const w of waiters) w();
-  }
-
-  private notifyIfIdle(): void {
-    if (this.writing || this.queue.length > 0 || this.inFlight.size > 0) return;
-    const waiters = this.idleWaiters;
-    this.idleWaiters = [];
-    for (const w of waiters) w();
-  }
-
-  private whenIdle(): Promise<void> {
-    if (!this.writing && this.queue.length === 0 && this.inFlight.size === 0) return Promise.resolve();
-    return new Promise((res) => this.idleWaiters.push(res));
+    this.waiters.wakeRoom();
+    this.waiters.notifyIfIdle();
   }
 
   async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
-    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     const seq = this.envelopes.get(envelopeId);
     if (seq === undefined) return null;
     const bytes = this.rows.get(seq);
@@ -894,7 +857,7 @@ class LmdbLedger implements Ledger {
    */
   async erasePayload(envelopeId: string): Promise<boolean> {
     if (this.closing) throw new LedgerUnavailableError('ledger is closed');
-    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     const seq = this.envelopes.get(envelopeId);
     if (seq === undefined) return false;
     const erased = await this.env
@@ -927,8 +890,8 @@ class LmdbLedger implements Ledger {
     if (!this.closed) {
       this.closing = true;
       // Waiting work goes on and finds the ledger closed (its append rejects) instead of waiting forever.
-      this.wakeRoomWaiters();
-      this.closed = this.whenIdle().then(async () => {
+      this.waiters.wakeRoom();
+      this.closed = this.waiters.whenIdle().then(async () => {
         await Promise.allSettled([...this.verifying]);
       });
     }

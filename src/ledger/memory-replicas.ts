@@ -1,7 +1,6 @@
 import { verifyChain } from './chain.js';
 import type { IngestResult, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
-import { planIngest } from './replica-batch.js';
-import { HASH_BYTES, readRowLayout } from './row-format.js';
+import { planIngest, storedRowHash } from './replica-batch.js';
 import { SerialQueue } from './serial-queue.js';
 
 interface SourceChain {
@@ -29,8 +28,7 @@ export class MemoryReplicaStore implements ReplicaStore {
       const plan = planIngest(source, rows, c.head, {
         hashAt: (seq) => {
           const b = c.rows[seq - 1];
-          const layout = b ? readRowLayout(b) : null;
-          return layout ? b.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) : null;
+          return b ? storedRowHash(b) : null;
         },
         seqOfEnvelope: (id) => c.envelopes.get(id) ?? null,
       }, this.payloadKey);

@@ -81,6 +81,8 @@ export interface Ledger {
    * progress. Adapters that commit synchronously have no backlog and omit it.
    */
   room?(): Promise<void> | null;
+  /** Rows appended and not yet settled (committed or failed): the commit queue room() bounds (a gauge). */
+  pendingRows?(): number;
   /**
    * Up to `limit` stored rows after seq `afterSeq`, in seq order, as their stored bytes (copies): what a
    * sidecar ships to the central store (replication/shipper.ts). Only rows already acknowledged to their
@@ -120,7 +122,8 @@ export type SourceVerifyResult = ChainVerifyResponse & { source: string };
  * it. ingest() verifies a batch before storing any of it (ledger/replica-batch.ts) and throws
  * IngestRejectedError, storing nothing, when it would break the source's chain; it is idempotent by seq
  * and envelope id, so a batch sent again stores nothing twice. Batches of one source are applied one at a
- * time. Adapters: LMDB (ledger/lmdb-replicas.ts), memory (ledger/memory-replicas.ts); PostgreSQL later.
+ * time. Adapters: LMDB (ledger/lmdb-replicas.ts), memory (ledger/memory-replicas.ts), PostgreSQL
+ * (ledger/postgres-replicas.ts).
  */
 export interface ReplicaStore {
   ingest(source: string, rows: StoredRow[]): Promise<IngestResult>;

@@ -1,8 +1,10 @@
 import pg from 'pg';
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, SourceChainCheck } from '../contracts/audit.js';
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, touch } from './agent-stats.js';
-import { planList } from './audit-query.js';
+import { planList, type ListPlan } from './audit-query.js';
+import { isSafeString, UNSAFE_STRING } from '../contracts/json-data.js';
 import { ChainWalker } from './chain.js';
+import { CommitWaiters } from './commit-waiters.js';
 import { LedgerConflictError, LedgerInputError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
@@ -18,6 +20,8 @@ import {
   type VerifyOptions,
 } from './port.js';
 import { migrate } from './postgres-migrations.js';
+import { PostgresReplicaStore } from './postgres-replicas.js';
+import { unreachable } from './postgres-unreachable.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { readAuditRow, readRowWithPayload } from './row-reader.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
@@ -51,10 +55,34 @@ const MAX_TIMESTAMP_MS = Date.parse('9999-12-31T23:59:59.999Z');
 /**
  * Whether PostgreSQL's text type can hold `s` as it is: no NUL, and no lone surrogate (the driver would
  * send U+FFFD in its place, so a column would differ from the hashed header, which JSON escapes it in).
+ * The API refuses such strings before any store sees them (contracts/json-data.ts); this guards the
+ * callers that are not HTTP requests.
  */
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 function storable(s: string | null | undefined): boolean {
-  return typeof s !== 'string' || !UNSTORABLE.test(s);
+  return typeof s !== 'string' || isSafeString(s);
+}
+
+/**
+ * The statement of one page of GET /v1/audit/executions: newest first by `id` (arrival order), every filter
+ * a column with an index that keeps that order (migrations/0001_init.sql: source, agent_id and decision
+ * each with id; ts), reading one row past the limit. Exported for the plan test (postgres-store.test.ts).
+ */
+export function listStatement(plan: ListPlan): { text: string; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (sql: string, v: unknown) => {
+    values.push(v);
+    where.push(sql.replace('?', `$${values.length}`));
+  };
+  if (plan.below < Number.MAX_SAFE_INTEGER) add('id < ?', plan.below);
+  if (plan.source !== undefined) add('source = ?', plan.source);
+  if (plan.agentId !== undefined) add('agent_id = ?', plan.agentId);
+  if (plan.outcome !== undefined) add('decision = ?', plan.outcome);
+  if (plan.sinceMs !== undefined) add('ts >= to_timestamp(?::bigint / 1000.0)', plan.sinceMs);
+  if (plan.phase !== undefined) add('phase = ?', plan.phase);
+  else where.push(`phase <> 'policy'`);
+  values.push(plan.limit + 1);
+  return { text: `SELECT id, seq, row_bytes FROM gov_audit_rows WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT $${values.length}`, values };
 }
 
 /** The failing statement reports the error; the event is only observed. */
@@ -116,11 +144,9 @@ class PostgresLedger implements Ledger {
   private scheduled = false;
   private closing = false;
   private closed: Promise<void> | null = null;
-  private idleWaiters: Array<() => void> = [];
-  private roomWaiters: Array<() => void> = [];
   /** Rows appended and not yet settled, by envelope id; get() waits on them. */
   private readonly inFlight = new Map<string, PendingRow>();
-  private readonly settleWaiters = new Map<string, Array<() => void>>();
+  private readonly waiters: CommitWaiters;
   /** pre-check envelope id → post_check envelope id of rows not yet settled. */
   private readonly inFlightPostChecks = new Map<string, string>();
   /** This process's activity rows that reads of the stored counters may not see yet (agentStats adds them). */
@@ -138,27 +164,23 @@ class PostgresLedger implements Ledger {
     private readonly source: string,
     private readonly payloadKey: Buffer | undefined,
     head: { seq: number; hash: string | null },
-    private readonly maxPendingRows: number,
+    maxPendingRows: number,
   ) {
     this.builder = new RowBuilder(head, payloadKey, source);
     this.committedHead = head;
+    this.waiters = new CommitWaiters({ pending: () => this.inFlight.size, busy: () => this.writing || this.queue.length > 0, closing: () => this.closing }, maxPendingRows);
   }
 
   async head(): Promise<{ seq: number; hash: string | null }> {
     return this.builder.head();
   }
 
-  room(): Promise<void> | null {
-    if (this.inFlight.size < this.maxPendingRows || this.closing) return null;
-    return new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+  pendingRows(): number {
+    return this.inFlight.size;
   }
 
-  /** Lets waiting work in once the backlog is down to three quarters of the bound (as the LMDB ledger). */
-  private wakeRoomWaiters(): void {
-    if (this.roomWaiters.length === 0 || (this.inFlight.size > (this.maxPendingRows * 3) / 4 && !this.closing)) return;
-    const waiters = this.roomWaiters;
-    this.roomWaiters = [];
-    for (const w of waiters) w();
+  room(): Promise<void> | null {
+    return this.waiters.whenRoom();
   }
 
   append(entry: AppendEntry): Promise<AuditRow> {
@@ -226,12 +248,12 @@ class PostgresLedger implements Ledger {
       () => {
         this.writing = false;
         if (this.queue.length > 0) this.flush();
-        else this.notifyIfIdle();
+        else this.waiters.notifyIfIdle();
       },
       (err: unknown) => {
         this.failBatch(batch, err);
         this.writing = false;
-        this.notifyIfIdle();
+        this.waiters.notifyIfIdle();
       },
     );
   }
@@ -383,7 +405,7 @@ class PostgresLedger implements Ledger {
     const id = p.entry.envelope_id;
     if (this.inFlight.get(id) === p) this.inFlight.delete(id);
     if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === id) this.inFlightPostChecks.delete(p.postCheckParent);
-    if (this.settleWaiters.size > 0) this.settle(id);
+    this.waiters.settled(id);
   }
 
   private settleOne(p: PendingRow, err: unknown): void {
@@ -400,7 +422,7 @@ class PostgresLedger implements Ledger {
       this.forget(p);
       p.resolve(p.built.row);
     }
-    this.wakeRoomWaiters();
+    this.waiters.wakeRoom();
   }
 
   /**
@@ -416,39 +438,12 @@ class PostgresLedger implements Ledger {
       if (this.inFlight.get(p.entry.envelope_id) === p) this.settleOne(p, error);
     }
     this.builder.reset(this.committedHead);
-    this.wakeRoomWaiters();
-  }
-
-  private whenSettled(envelopeId: string): Promise<void> {
-    return new Promise((resolve) => {
-      const waiters = this.settleWaiters.get(envelopeId);
-      if (waiters) waiters.push(resolve);
-      else this.settleWaiters.set(envelopeId, [resolve]);
-    });
-  }
-
-  private settle(envelopeId: string): void {
-    const waiters = this.settleWaiters.get(envelopeId);
-    if (!waiters) return;
-    this.settleWaiters.delete(envelopeId);
-    for (const w of waiters) w();
-  }
-
-  private notifyIfIdle(): void {
-    if (this.writing || this.queue.length > 0 || this.inFlight.size > 0) return;
-    const waiters = this.idleWaiters;
-    this.idleWaiters = [];
-    for (const w of waiters) w();
-  }
-
-  private whenIdle(): Promise<void> {
-    if (!this.writing && this.queue.length === 0 && this.inFlight.size === 0) return Promise.resolve();
-    return new Promise((res) => this.idleWaiters.push(res));
+    this.waiters.wakeRoom();
   }
 
   async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
     if (!storable(envelopeId)) return null;
-    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     const res = await this.pool.query<{ seq: string; row_bytes: Buffer }>({
       name: 'gov_get_row',
       text: 'SELECT seq, row_bytes FROM gov_audit_rows WHERE envelope_id = $1',
@@ -469,24 +464,7 @@ class PostgresLedger implements Ledger {
     const plan = planList(query, Number.MAX_SAFE_INTEGER - 1);
     // A value no row can hold matches none (and PostgreSQL would refuse it as a parameter).
     if (!storable(plan.agentId) || !storable(plan.source)) return { items: [], next_cursor: null };
-    const where: string[] = [];
-    const values: unknown[] = [];
-    const add = (sql: string, v: unknown) => {
-      values.push(v);
-      where.push(sql.replace('?', `$${values.length}`));
-    };
-    if (plan.below < Number.MAX_SAFE_INTEGER) add('id < ?', plan.below);
-    if (plan.source !== undefined) add('source = ?', plan.source);
-    if (plan.agentId !== undefined) add('agent_id = ?', plan.agentId);
-    if (plan.outcome !== undefined) add('decision = ?', plan.outcome);
-    if (plan.sinceMs !== undefined) add('ts >= to_timestamp(?::bigint / 1000.0)', plan.sinceMs);
-    if (plan.phase !== undefined) add('phase = ?', plan.phase);
-    else where.push(`phase <> 'policy'`);
-    values.push(plan.limit + 1);
-    const res = await this.pool.query<{ id: string; seq: string; row_bytes: Buffer }>(
-      `SELECT id, seq, row_bytes FROM gov_audit_rows WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT $${values.length}`,
-      values,
-    );
+    const res = await this.pool.query<{ id: string; seq: string; row_bytes: Buffer }>(listStatement(plan));
     const items = res.rows.slice(0, plan.limit).map((r) => readAuditRow(r.row_bytes, Number(r.seq)));
     const more = res.rows.length > plan.limit;
     return { items, next_cursor: more ? String(res.rows[plan.limit - 1].id) : null };
@@ -533,7 +511,7 @@ class PostgresLedger implements Ledger {
 
   async *agents(after?: string): AsyncIterable<[string, AgentStats]> {
     // A cursor PostgreSQL cannot take as text: from its well-formed part, which orders the same up to there.
-    let cursor = after === undefined ? null : storable(after) ? after : after.replace(new RegExp(UNSTORABLE.source, 'g'), '');
+    let cursor = after === undefined ? null : storable(after) ? after : after.replace(new RegExp(UNSAFE_STRING.source, 'g'), '');
     for (;;) {
       const sent = this.unsettled.beginRead();
       let items: Array<[string, AgentStats]>;
@@ -650,7 +628,7 @@ class PostgresLedger implements Ledger {
   async erasePayload(envelopeId: string): Promise<boolean> {
     if (this.closing) throw new LedgerUnavailableError('ledger is closed');
     if (!storable(envelopeId)) return false;
-    if (this.inFlight.has(envelopeId)) await this.whenSettled(envelopeId);
+    if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     const res = await this.pool.query<{ erased: boolean }>('SELECT gov_erase_payload($1) AS erased', [envelopeId]);
     return res.rows[0].erased;
   }
@@ -658,8 +636,8 @@ class PostgresLedger implements Ledger {
   close(): Promise<void> {
     if (!this.closed) {
       this.closing = true;
-      this.wakeRoomWaiters();
-      this.closed = this.whenIdle().then(async () => {
+      this.waiters.wakeRoom();
+      this.closed = this.waiters.whenIdle().then(async () => {
         await Promise.allSettled([...this.verifying]);
       });
     }
@@ -881,6 +859,25 @@ async function checkKeyFingerprint(pool: pg.Pool, payloadKey: Buffer | undefined
 }
 
 /**
+ * The pool as the adapters use it, with a lost server reported as LedgerUnavailableError: every route
+ * answers 503 with Retry-After while the database is unreachable, never a 500 (the append path already
+ * reports its failures so; this covers the reads and the kv store).
+ */
+function reportingUnavailable(pool: pg.Pool): pg.Pool {
+  const rethrow = (e: unknown): never => {
+    throw unreachable(e) ? new LedgerUnavailableError('the database is unreachable', { cause: e }) : e;
+  };
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop === 'query') return (...args: Parameters<pg.Pool['query']>) => (target.query as (...a: unknown[]) => Promise<unknown>)(...args).catch(rethrow);
+      if (prop === 'connect') return () => target.connect().catch(rethrow);
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
  * Opens the central audit store at `url` (a postgres:// connection string): migrates it unless told not
  * to, checks the encryption key, and continues this process's source chain from its stored head.
  */
@@ -889,9 +886,10 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
   if (payloadKey !== undefined) assertPayloadKey(payloadKey);
   const source = checkSourceId(opts.source ?? defaultSourceId('ledger'));
   if (opts.migrate ?? true) await migrate(url);
+  const poolSize = opts.poolSize ?? 10;
   const pool = new pg.Pool({
     connectionString: url,
-    max: opts.poolSize ?? 10,
+    max: poolSize,
     application_name: 'gov-gateway',
     keepAlive: true,
     connectionTimeoutMillis: 10_000,
@@ -911,11 +909,14 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     await checkKeyFingerprint(pool, payloadKey);
     const res = await pool.query<{ seq: string; hash: string | null }>('SELECT seq, hash FROM gov_source_heads WHERE source = $1', [source]);
     const head = res.rows[0] ? { seq: Number(res.rows[0].seq), hash: res.rows[0].hash } : { seq: 0, hash: null };
-    const ledger = new PostgresLedger(pool, source, payloadKey, head, Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS));
+    const guarded = reportingUnavailable(pool);
+    const ledger = new PostgresLedger(guarded, source, payloadKey, head, Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS));
     let closing: Promise<void> | null = null;
     return {
       ledger,
-      kv: new PostgresKv(pool),
+      kv: new PostgresKv(guarded),
+      // Replicated batches may hold half the pool at most; the gateway's own appends and reads keep the rest.
+      replicas: new PostgresReplicaStore(guarded, payloadKey, Math.max(1, Math.ceil(poolSize / 2))),
       close() {
         closing ??= (async () => {
           await ledger.close();

@@ -1,4 +1,4 @@
-import { parseStrictJson } from '../contracts/strict-json.js';
+import { parseStrictJson, requestStringProblem } from '../contracts/strict-json.js';
 import type { AgentIdentity } from '../config/agent-identity.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -192,6 +192,9 @@ export class ProxyServer {
         if (mode === 'governed' && nestsDeeperThan(body)) {
           return sendError(res, adapter, errorInfo('bad_request', `the request body nests objects or arrays deeper than ${MAX_JSON_NESTING} levels`));
         }
+        // What the API refuses (a NUL or lone surrogate in a string), whatever the adapter: never checked, recorded or forwarded.
+        const unsafe = mode === 'governed' ? requestStringProblem(body) : null;
+        if (unsafe !== null) return sendError(res, adapter, errorInfo('bad_request', `request body failed validation at body${unsafe.path}: ${unsafe.message}`));
         let proposal: Proposal;
         if (mode === 'governed' && adapter.proposeRaw !== undefined) {
           try {

@@ -7,6 +7,7 @@ import type { ReplicationSettings } from '../config/settings.js';
 import { IngestRejection, IngestResponse, type IngestRequest } from '../contracts/replication.js';
 import type { KvStore, Ledger, StoredRow } from '../ledger/port.js';
 import { readAuditRow } from '../ledger/row-reader.js';
+import { ProbeFailure, type HealthCheck } from '../runtime/health.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 
 const gzip = promisify(gzipCallback);
@@ -65,6 +66,10 @@ export class ReplicationShipper {
   private cursor = 0;
   private pruned = 0;
   private failures = 0;
+  /** The outcome of the last batch sent (null before the first): what the sidecar's health reports. */
+  private last: { reason: FailureReason | null; roundTripMs: number } | null = null;
+  private backlogRows = 0;
+  private lagSeconds = 0;
   private readonly clock: () => Date;
   /** Calls waiting for their row to be acknowledged (GOV_LEDGER_DURABILITY=central), in no order. */
   private readonly waiters = new Set<{ seq: number; done: (acknowledged: boolean) => void }>();
@@ -112,6 +117,15 @@ export class ReplicationShipper {
     });
   }
 
+  /**
+   * The link to the central store as the shipper last saw it, for health (no request of its own: a
+   * caught-up shipper sends nothing, and its link is not down for that). `reason` is the last batch's
+   * failure, null when it was acknowledged or none was sent yet.
+   */
+  link(): { reason: FailureReason | null; roundTripMs: number | null; backlogRows: number; lagSeconds: number; acknowledgedSeq: number } {
+    return { reason: this.last?.reason ?? null, roundTripMs: this.last?.roundTripMs ?? null, backlogRows: this.backlogRows, lagSeconds: this.lagSeconds, acknowledgedSeq: this.cursor };
+  }
+
   start(): void {
     this.running ??= this.run().catch((e: unknown) => {
       if (!this.abort.signal.aborted) this.opts.logger.error({ err: { message: (e as Error).message } }, 'replication stopped');
@@ -144,6 +158,7 @@ export class ReplicationShipper {
         if (this.abort.signal.aborted) break;
         this.failures++;
         const reason = e instanceof ShipFailure ? e.reason : 'unreachable';
+        this.last = { reason, roundTripMs: this.last?.roundTripMs ?? 0 };
         this.opts.metrics.replicationFailures.inc({ reason });
         wait = Math.min(settings.retryMaxMs, settings.delayMs * 2 ** Math.min(this.failures, 20));
         const fields = { reason, attempt: this.failures, retry_in_ms: wait, acknowledged_seq: this.cursor, err: { message: (e as Error).message } };
@@ -168,7 +183,9 @@ export class ReplicationShipper {
     const batch = rows.slice(0, n);
     if (batch.length === 0) return 0;
     const last = batch[batch.length - 1].seq;
+    const sent = performance.now();
     const answer = await this.post(batch);
+    this.last = { reason: null, roundTripMs: performance.now() - sent };
     if (answer.head.seq < last) throw new ShipFailure('server_error', `the central gateway acknowledged seq ${answer.head.seq}, not ${last}`);
     await this.advance(last);
     this.opts.metrics.replicationShipped.inc(answer.stored);
@@ -251,9 +268,29 @@ export class ReplicationShipper {
 
   private async updateGauges(): Promise<void> {
     const head = await this.opts.ledger.head();
-    this.opts.metrics.replicationBacklog.set(Math.max(0, head.seq - this.cursor));
+    this.backlogRows = Math.max(0, head.seq - this.cursor);
+    this.opts.metrics.replicationBacklog.set(this.backlogRows);
     const next = await this.opts.ledger.readRows!(this.cursor, 1);
     const lagMs = next.length === 0 ? 0 : this.clock().getTime() - Date.parse(readAuditRow(next[0].bytes, next[0].seq).timestamp);
-    this.opts.metrics.replicationLag.set(Math.max(0, lagMs) / 1000);
+    this.lagSeconds = Math.max(0, lagMs) / 1000;
+    this.opts.metrics.replicationLag.set(this.lagSeconds);
   }
+}
+
+/**
+ * The sidecar's central link as a health component: down while the shipper's last batch failed, with the
+ * backlog and lag beside it. Not needed for calls: the sidecar keeps governing while rows wait in its
+ * ledger (backpressure, not loss), so a central outage must not make the pod unready.
+ */
+export function centralLinkCheck(shipper: ReplicationShipper): HealthCheck {
+  return {
+    name: 'central',
+    neededForCalls: false,
+    probe: async () => {
+      const l = shipper.link();
+      const details = { backlog_rows: l.backlogRows, lag_seconds: l.lagSeconds, acknowledged_seq: l.acknowledgedSeq };
+      if (l.reason !== null) throw new ProbeFailure(l.reason, `the last replicated batch failed (${l.reason})`, details);
+      return { details, ...(l.roundTripMs === null ? {} : { latencyMs: l.roundTripMs }) };
+    },
+  };
 }

@@ -11,7 +11,7 @@ import type {
 import type { Phase } from '../contracts/audit.js';
 import { evaluate } from '../engine/pipeline.js';
 import { fromPostCheck, fromPreCheck, fromValidate } from '../engine/normalize.js';
-import { reliabilityFromStats } from '../engine/reliability.js';
+import { reliabilityFromStats, type ReliabilityStats } from '../engine/reliability.js';
 import type { ScoringConfig } from '../engine/scoring-config.js';
 import type { EngineInput, EngineResult, ExternalDetectorVerdict } from '../engine/types.js';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
@@ -45,6 +45,11 @@ export interface GovernorDeps {
    * (embedded, sidecar): the engine uses its neutral value and no decision waits on a stats read.
    */
   useHistoricalReliability: boolean;
+  /**
+   * Where that signal's history is read: the ledger's agentStats by default; in full mode a Redis cache in
+   * front of it (store/reliability-cache.ts), read cache then store as the spec's step 1 says.
+   */
+  agentStats?: (agentId: string) => Promise<ReliabilityStats>;
   reviewSlaMinutes: number;
   /** How long new work waits for the ledger's backlog to drain before it is refused (Ledger.room). */
   backpressureWaitMs: number;
@@ -135,7 +140,11 @@ export class Governor {
   /** Concurrent post-checks for one pre-check share one evaluation, so only one row is ever written. */
   private readonly postChecksInFlight = new Map<string, Promise<PostCheckResponse>>();
 
-  constructor(private readonly d: GovernorDeps) {}
+  private readonly agentStats: (agentId: string) => Promise<ReliabilityStats>;
+
+  constructor(private readonly d: GovernorDeps) {
+    this.agentStats = d.agentStats ?? ((agentId) => d.ledger.agentStats(agentId));
+  }
 
   /**
    * Backpressure for new work: null while the ledger keeps up (the hot path allocates nothing), else a
@@ -160,7 +169,7 @@ export class Governor {
    * and callers skip the await (the embedded and sidecar hot paths).
    */
   private reliabilityOf(agentId: string): Promise<number> | null {
-    return this.d.useHistoricalReliability ? this.d.ledger.agentStats(agentId).then((s) => reliabilityFromStats(s)) : null;
+    return this.d.useHistoricalReliability ? this.agentStats(agentId).then((s) => reliabilityFromStats(s)) : null;
   }
 
   async validate(req: ValidateRequest): Promise<ValidateResponse> {

@@ -23,6 +23,11 @@ export const POLICY_AGENT_ID = 'gov:policy';
 /** Versions are keys and parts of policy_version: no `@`, `#` or spaces (semver with build metadata fits). */
 const VERSION_TEXT = /^[\w.+-]{1,64}$/;
 
+/** Which pack versions make a set, in a comparable form (published versions are immutable, so this names its content). */
+function packKey(packs: ReadonlyArray<{ name: string; version: string }>): string {
+  return packs.map((p) => packRef(p.name, p.version)).sort().join('+');
+}
+
 /** A change the store refuses as it stands (409): an immutable version with other content, a clash between packs. */
 export class PolicyConflictError extends Error {
   constructor(
@@ -222,6 +227,27 @@ export class PolicyRegistry {
       if (version === null && !(await this.d.store.activePointers()).some((p) => p.name === name)) throw new PolicyRefError('not_found', `no pack ${name} has been activated`);
       const [r] = await this.applyPointers([{ name, version }], by, 'api');
       return r!;
+    });
+  }
+
+  /**
+   * Brings the active set up to the store's pointers, which another replica on the same store may have
+   * moved (activate, roll back, deactivate, a policy file it loaded). The core runs it with the kill switch's
+   * refresh every GOV_STATE_REFRESH_MS (docs/deployment.md, "Shared state"). It runs in the serial queue, so
+   * it never overlaps this replica's own changes and cannot undo one with a read taken before it. Costs one
+   * read of the pointers when nothing changed; recompiles only when they did. Resolves true on a change; a
+   * store or compile error rejects and the set in force stays.
+   */
+  refresh(): Promise<boolean> {
+    return this.serial(async () => {
+      const pointers = await this.d.store.activePointers();
+      const stored = packKey(pointers.flatMap((p) => (p.version === null ? [] : [{ name: p.name, version: p.version }])));
+      if (stored === packKey(this.active.packs)) return false;
+      const set = await resolvePolicySet(this.d.store, 'active');
+      if (set.version === this.active.version) return false;
+      this.active = set;
+      this.d.onActiveChange?.(set);
+      return true;
     });
   }
 

@@ -15,8 +15,10 @@ export class PeriodicRefresh {
     private readonly onError: (e: unknown) => void,
   ) {}
 
-  start(): void {
+  /** `immediately`: a first pass now, not one interval from now. */
+  start(immediately = false): void {
     if (this.intervalMs <= 0 || this.timer !== null || this.closed) return;
+    if (immediately) this.tick();
     this.timer = setInterval(() => this.tick(), this.intervalMs);
     this.timer.unref();
   }

@@ -13,6 +13,7 @@ import type { RateLimiter } from '../runtime/rate-limiter.js';
 import type { ReviewQueue } from '../runtime/review-queue.js';
 import type { PaymentIntents } from '../runtime/payment-intents.js';
 import type { PolicyRegistry } from '../runtime/policy-registry.js';
+import type { HealthChecks } from '../runtime/health.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 import type { Authenticator } from './authenticators.js';
 import { authPlugin } from './plugins/auth.js';
@@ -57,7 +58,8 @@ export interface AppDeps {
   metrics: GovMetrics;
   clock: () => Date;
   healthPath: '/v1/health' | '/health';
-  health: () => Promise<Record<string, unknown>>;
+  /** The stores and links the health routes and the gov_health_* gauges report. */
+  health: HealthChecks;
 }
 
 /** The one app factory every mode uses; modes differ only in the deps their composition (src/compose/) hands it. */
@@ -79,11 +81,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   }).withTypeProvider<ZodTypeProvider>();
 
-  // Before any schema runs: a non-finite number or absurd nesting anywhere in the body is a 422.
+  // Before any schema runs, on every route and whatever the store: a non-finite number, absurd nesting, or a
+  // NUL or lone surrogate in any string the caller sent (path, query or body) is a 422 naming the field.
   app.addHook('preValidation', async (req) => {
-    if (req.body === null || typeof req.body !== 'object') return;
-    const problem = jsonDataProblem(req.body);
-    if (problem) throw new AppError('validation_failed', `request body failed validation: ${problem.message}`, { issues: [{ path: `body${problem.path}`, message: problem.message }] });
+    for (const [where, data] of [['params', req.params], ['querystring', req.query], ['body', req.body]] as const) {
+      if (data === null || data === undefined) continue;
+      const problem = jsonDataProblem(data);
+      if (problem) throw new AppError('validation_failed', `request ${where} failed validation: ${problem.message}`, { issues: [{ path: `${where}${problem.path}`, message: problem.message }] });
+    }
   });
 
   app.setValidatorCompiler(validatorCompiler);

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { QueueCounts } from '../runtime/job-queue.js';
 
 const LATENCY_BUCKETS_MS = [0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500];
 const AGENT_LABEL = /^[\w\-.]{1,100}$/;
@@ -52,6 +53,69 @@ export class GovMetrics {
   setRedisUp(up: boolean): void {
     this.redisUp ??= new Gauge({ name: 'gov_redis_up', help: 'Whether the Redis connection is ready (1) or down/reconnecting (0); only with GOV_REDIS_URL', registers: [this.registry] });
     this.redisUp.set(up ? 1 : 0);
+  }
+
+  /** The last health probe of each store or link (runtime/health.ts): run by every health request and scrape. */
+  readonly healthUp = new Gauge({ name: 'gov_health_up', help: 'Whether a store or link answered its last health probe (1) or not (0), by component (database, ledger, redis, central)', labelNames: ['component'], registers: [this.registry] });
+  readonly healthLatency = new Gauge({ name: 'gov_health_probe_latency_ms', help: 'How long the last health probe of a component took (ms); a probe that timed out counts until the timeout', labelNames: ['component'], registers: [this.registry] });
+
+  recordHealth(component: string, up: boolean, latencyMs: number): void {
+    this.healthUp.set({ component }, up ? 1 : 0);
+    this.healthLatency.set({ component }, latencyMs);
+  }
+
+  /**
+   * The ledger's commit queue, read at each scrape: rows appended and not yet committed, beside the bound
+   * from which new calls wait (GOV_LEDGER_MAX_PENDING_ROWS). A queue pinned near the bound is a store that
+   * cannot keep up, before any call is refused.
+   */
+  watchLedger(ledger: { pendingRows?(): number }, maxPendingRows: number): void {
+    const pending = ledger.pendingRows?.bind(ledger);
+    if (pending === undefined) return;
+    new Gauge({ name: 'gov_ledger_pending_rows', help: 'Ledger rows appended and not yet committed (the commit queue)', registers: [this.registry], collect() {
+      this.set(pending());
+    } });
+    new Gauge({ name: 'gov_ledger_max_pending_rows', help: 'The commit queue length from which new calls wait for the ledger (GOV_LEDGER_MAX_PENDING_ROWS)', registers: [this.registry] }).set(maxPendingRows);
+  }
+
+  /** Job attempts that failed (each retried until GOV_QUEUE_ATTEMPTS run out), by queue. */
+  readonly queueAttemptsFailed = new Counter({ name: 'gov_queue_attempts_failed_total', help: 'Job attempts that failed in this process, by queue (each is retried until GOV_QUEUE_ATTEMPTS run out)', labelNames: ['queue'], registers: [this.registry] });
+  readonly queueDeadLettered = new Counter({ name: 'gov_queue_dead_lettered_total', help: 'Jobs this process dead-lettered after their last attempt failed, by queue', labelNames: ['queue'], registers: [this.registry] });
+  readonly queueEnqueueDeferred = new Counter({ name: 'gov_queue_enqueue_deferred_total', help: 'Jobs the queue could not take (Redis down or slow), kept in the store for the next sweep, by queue', labelNames: ['queue'], registers: [this.registry] });
+  /** Step 1 of validate in full mode: cache hit, miss (store read, cache filled) or bypass (Redis down: store read). */
+  readonly reliabilityCacheReads = new Counter({ name: 'gov_reliability_cache_reads_total', help: 'Historical-reliability reads by result (hit: Redis; miss: store read and cached; bypass: Redis down, store read)', labelNames: ['result'], registers: [this.registry] });
+
+  /**
+   * gov_queue_jobs{queue,state} (waiting, delayed, active, dead) and gov_review_push_pending, read when
+   * /metrics is scraped. A shared (BullMQ) queue reports every replica's jobs; a read that fails (Redis
+   * down) leaves the last values.
+   */
+  watchQueues(read: () => Promise<Array<[string, QueueCounts]>>, pendingPushes: () => Promise<number>): void {
+    new Gauge({
+      name: 'gov_queue_jobs',
+      help: 'Jobs by queue and state (waiting, delayed: waiting to retry, active, dead: dead-lettered); a BullMQ queue counts every replica\'s',
+      labelNames: ['queue', 'state'],
+      registers: [this.registry],
+      async collect() {
+        try {
+          for (const [queue, c] of await read()) for (const state of ['waiting', 'delayed', 'active', 'dead'] as const) this.set({ queue, state }, c[state]);
+        } catch {
+          // Redis unreachable: the last values stay (gov_redis_up says why).
+        }
+      },
+    });
+    new Gauge({
+      name: 'gov_review_push_pending',
+      help: 'Review pushes kept in the store because the queue has not taken them yet (Redis down, a crash); handed over by the next sweep',
+      registers: [this.registry],
+      async collect() {
+        try {
+          this.set(await pendingPushes());
+        } catch {
+          // The store is unreachable: keep the last value.
+        }
+      },
+    });
   }
 
   recordDecision(agentId: string, outcome: string, latencyMs: number): void {

@@ -80,3 +80,31 @@ t.test('the probe does see Fastify where it is loaded (the API app composition)'
   t.equal(p.code, 0, p.stderr);
   t.ok(fastifyModules(p).length > 0, 'fastify modules recorded');
 });
+
+// pg and ioredis cost ~11 MB of resident memory (issue 15): a sidecar, or a gateway without
+// GOV_DATABASE_URL and GOV_REDIS_URL, must not load them.
+const storeClients = (p: Probe) => p.loaded.filter((m) => /\/node_modules\/(pg|pg-[a-z-]+|ioredis)\//.test(m));
+
+t.test('a core without GOV_DATABASE_URL and GOV_REDIS_URL loads neither pg nor ioredis; with them it does', async (t) => {
+  const core = JSON.stringify(SRC('compose/core.ts'));
+  const settings = JSON.stringify(SRC('config/settings.ts'));
+  const without = await probe(`
+const { composeCore } = await import(${core});
+const { loadSettings } = await import(${settings});
+const c = await composeCore(loadSettings('sidecar', { GOV_EMBED_DB: ':memory:', GOV_POLICY_WATCH: 'false', GOV_LOG_LEVEL: 'silent' }));
+await c.close();`);
+  t.equal(without.code, 0, without.stderr);
+  t.same(storeClients(without), [], 'no pg or ioredis module loaded');
+  // The same probe with the URLs set; the stores need not be reachable to be loaded (Redis reconnects in
+  // the background; a closed PostgreSQL port fails the start, after the import).
+  const withStores = await probe(`
+const { composeCore } = await import(${core});
+const { loadSettings } = await import(${settings});
+try {
+  const c = await composeCore(loadSettings('gateway', { GOV_ENV: 'test', AUTH_ENABLED: 'false', GOV_DATABASE_URL: 'postgres://postgres@127.0.0.1:9/none', GOV_REDIS_URL: 'redis://127.0.0.1:9', GOV_POLICY_WATCH: 'false', GOV_LOG_LEVEL: 'silent' }));
+  await c.close();
+} catch {}
+process.exit(0);`);
+  t.equal(withStores.code, 0, withStores.stderr);
+  t.ok(storeClients(withStores).some((m) => m.includes('/pg/')), 'pg loaded when GOV_DATABASE_URL is set');
+});

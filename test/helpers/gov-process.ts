@@ -1,6 +1,11 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Test } from 'tap';
+import { SETTING_DOCS } from '../../src/config/settings.js';
 
 /** The built CLI (`npm test` runs `prepare`, which compiles dist/ first). */
 export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -91,6 +96,34 @@ export async function startGovProcess(mode: 'embedded' | 'gateway', env: NodeJS.
       return exited;
     },
   };
+}
+
+/**
+ * `gov gateway` processes sharing `env` (one Redis, one database...), one per name, each with its own port,
+ * LMDB directory and source id (`gateway-<name>`), in test mode without the policy watch; the parent's gov
+ * settings never leak in. Killed, and their directories removed, when `t` ends.
+ */
+export async function startGatewayProcesses(t: Test, names: string[], env: Record<string, string>): Promise<GovProcess[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-procs-'));
+  const procs: GovProcess[] = [];
+  t.teardown(async () => {
+    for (const p of procs) await p.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const base: NodeJS.ProcessEnv = { ...process.env };
+  for (const d of SETTING_DOCS) delete base[d.name];
+  for (const name of names) {
+    procs.push(await startGovProcess('gateway', {
+      ...base,
+      GOV_ENV: 'test',
+      GOV_PORT: String(await freePort()),
+      GOV_DB_PATH: join(dir, name),
+      GOV_SOURCE_ID: `gateway-${name}`,
+      GOV_POLICY_WATCH: 'false',
+      ...env,
+    }));
+  }
+  return procs;
 }
 
 export interface JsonResponse {

@@ -1,10 +1,12 @@
-// A real `gov gateway` (the central store, LMDB) and `gov sidecar` processes replicating to it, for the
-// replication tests (issue 14).
+// A real `gov gateway` (the central store: LMDB, or PostgreSQL with GOV_DATABASE_URL) and `gov sidecar`
+// processes replicating to it, for the replication tests (issue 14).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import type { Storage } from '../../src/ledger/port.js';
+import { openPostgresStorage } from '../../src/ledger/postgres.js';
 import { readAuditRow } from '../../src/ledger/row-reader.js';
 import { CLI, freePort, startGovProcess, type GovProcess } from './gov-process.js';
 import { workedExample } from './gateway.js';
@@ -36,7 +38,8 @@ export async function until<T>(what: string, check: () => Promise<T | undefined>
   }
 }
 
-export async function startCentral(dir: string, port: number): Promise<GovProcess> {
+/** The central gateway; `extra` env on top (GOV_DATABASE_URL puts its store on PostgreSQL). */
+export async function startCentral(dir: string, port: number, extra: Record<string, string> = {}): Promise<GovProcess> {
   return startGovProcess('gateway', {
     ...cleanEnv(),
     GOV_ENV: 'test',
@@ -47,11 +50,15 @@ export async function startCentral(dir: string, port: number): Promise<GovProces
     GOV_SOURCE_ID: 'gateway@central',
     GOV_POLICY_WATCH: 'false',
     GOV_LOG_LEVEL: 'warn',
+    ...extra,
   });
 }
 
 export interface SidecarProcess {
   child: ChildProcess;
+  /** Its source id (GOV_SOURCE_ID) and ledger directory (GOV_EMBED_DB). */
+  source: string;
+  ledgerDir: string;
   apiUrl: string;
   out: () => string;
   exited: Promise<unknown>;
@@ -83,11 +90,13 @@ export async function startSidecar(dir: string, centralUrl: string, extra: Recor
   child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-200_000)));
   child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-200_000)));
   const exited = new Promise((resolve) => child.once('exit', resolve));
+  const source = extra.GOV_SOURCE_ID ?? SOURCE;
+  const ledgerDir = extra.GOV_EMBED_DB ?? join(dir, 'sidecar');
   await until('the sidecar to listen', async () => (/gov sidecar proxy listening on/.test(out) ? true : undefined), 15_000).catch((e: Error) => {
     child.kill('SIGKILL');
     throw new Error(`${e.message}; output: ${out.slice(-2000)}`);
   });
-  return { child, apiUrl: `http://127.0.0.1:${apiPort}`, out: () => out, exited };
+  return { child, source, ledgerDir, apiUrl: `http://127.0.0.1:${apiPort}`, out: () => out, exited };
 }
 
 export async function kill(p: { child: ChildProcess; exited: Promise<unknown> }): Promise<void> {
@@ -118,9 +127,9 @@ export async function centralVerify(url: string): Promise<{ valid: boolean; sour
   return (await res.json()) as never;
 }
 
-export async function centralRows(url: string): Promise<number> {
+export async function centralRows(url: string, source = SOURCE): Promise<number> {
   const v = await centralVerify(url);
-  return v.sources?.find((s) => s.source === SOURCE)?.rows_checked ?? 0;
+  return v.sources?.find((s) => s.source === source)?.rows_checked ?? 0;
 }
 
 /** Rows in the sidecar's own ledger (its policy rows at start-up included). */
@@ -134,7 +143,7 @@ export async function localRows(sidecar: SidecarProcess): Promise<number> {
 /** Waits until the central store holds exactly the sidecar's rows; returns their count. */
 export async function caughtUp(sidecar: SidecarProcess, centralUrl: string, atLeast: number, deadlineMs = 30_000): Promise<number> {
   return until(`the central store to hold the sidecar's ${atLeast}+ rows`, async () => {
-    const [local, central] = [await localRows(sidecar), await centralRows(centralUrl)];
+    const [local, central] = [await localRows(sidecar), await centralRows(centralUrl, sidecar.source)];
     return local >= atLeast && central === local ? central : undefined;
   }, deadlineMs);
 }
@@ -146,20 +155,29 @@ export async function sidecarMetric(sidecar: SidecarProcess, name: string): Prom
   return m ? Number(m[1]) : NaN;
 }
 
+/** Where compareStores finds the central store: the LMDB one in `dir`, or a PostgreSQL database. */
+export type CentralStore = { dir: string } | { databaseUrl: string };
+
+function openCentralStore(at: CentralStore): Promise<Storage> {
+  return 'dir' in at ? openLmdbStorage(join(at.dir, 'central'), { source: 'gateway@central' }) : openPostgresStorage(at.databaseUrl, { source: 'gateway@central', migrate: false });
+}
+
 /**
- * Both stores once their processes are stopped: the sidecar's ledger and the central store's replicated
- * chain hold the same rows (seq, hash, envelope id) exactly once, and both verify.
+ * Both stores once the sidecar is stopped: the sidecar's ledger (in `dir`/sidecar, or `sidecar.ledgerDir`)
+ * and the central store's replicated chain of its source hold the same rows (seq, hash, envelope id)
+ * exactly once, and both verify.
  */
-export async function compareStores(t: Test, dir: string): Promise<void> {
-  const local = await openLmdbStorage(join(dir, 'sidecar'), { source: SOURCE });
-  const central = await openLmdbStorage(join(dir, 'central'), { source: 'gateway@central' });
+export async function compareStores(t: Test, dir: string, sidecar?: Pick<SidecarProcess, 'source' | 'ledgerDir'>, centralAt: CentralStore = { dir }): Promise<void> {
+  const source = sidecar?.source ?? SOURCE;
+  const local = await openLmdbStorage(sidecar?.ledgerDir ?? join(dir, 'sidecar'), { source });
+  const central = await openCentralStore(centralAt);
   try {
     const localVerify = await local.ledger.verify();
-    t.equal(localVerify.valid, true, 'the sidecar ledger verifies');
-    const [sourceVerify] = await central.replicas!.verify();
-    t.match(sourceVerify, { source: SOURCE, valid: true, rows_checked: localVerify.rows_checked, head_hash: localVerify.head_hash }, 'the central chain of the source verifies and ends at the sidecar head');
+    t.equal(localVerify.valid, true, `the ledger of ${source} verifies`);
+    const sourceVerify = (await central.replicas!.verify()).find((v) => v.source === source);
+    t.match(sourceVerify, { source, valid: true, rows_checked: localVerify.rows_checked, head_hash: localVerify.head_hash }, 'the central chain of the source verifies and ends at the sidecar head');
     const localRows = await local.ledger.readRows!(0, 1_000_000);
-    const centralRows = await central.replicas!.readRows(SOURCE, 0, 1_000_000);
+    const centralRows = await central.replicas!.readRows(source, 0, 1_000_000);
     t.equal(centralRows.length, localRows.length, 'as many rows centrally as locally');
     const ids = centralRows.map((r) => readAuditRow(r.bytes).envelope_id);
     t.equal(new Set(ids).size, ids.length, 'no envelope twice');
@@ -170,3 +188,39 @@ export async function compareStores(t: Test, dir: string): Promise<void> {
   }
 }
 
+
+/**
+ * A sidecar SIGKILLed in the middle of shipping, then restarted: it writes 400 rows before the central
+ * gateway (started with `centralEnv`) is up, is killed once shipping is under way, and must resume from its
+ * durable cursor until the central store holds all of its rows. Leaves both processes stopped and returns
+ * the sidecar's row count, for the caller to compare both stores.
+ */
+export async function killMidShipping(t: Test, dir: string, centralEnv: Record<string, string> = {}): Promise<{ total: number; sidecar: SidecarProcess }> {
+  const port = await freePort();
+  // Small batches, so that shipping 400 rows takes well over a hundred round trips; the rows are written
+  // before the central gateway is up, so the kill lands in the middle of the catch-up.
+  const slow = { GOV_REPLICATION_BATCH_ROWS: '3' };
+  let sidecar = await startSidecar(dir, `http://127.0.0.1:${port}`, slow);
+  t.teardown(() => kill(sidecar));
+  await govern(sidecar, 400, 16);
+  const total = await localRows(sidecar);
+  const central = await startCentral(dir, port, centralEnv);
+  t.teardown(() => central.kill());
+  const seen = await until('shipping under way', async () => {
+    const n = await centralRows(central.url);
+    return n >= 30 ? n : undefined;
+  });
+  await kill(sidecar);
+  const atKill = await centralRows(central.url);
+  t.ok(seen > 0 && atKill < total, `killed mid-shipping (${atKill} of ${total} rows at the central store)`);
+
+  sidecar = await startSidecar(dir, central.url, slow);
+  t.equal(await caughtUp(sidecar, central.url, total, 60_000), total);
+  t.match(sidecar.out(), /replication to the central gateway started/);
+  const started = /"acknowledged_seq":(\d+)[^\n]*replication to the central gateway started/.exec(sidecar.out());
+  t.ok(started && Number(started[1]) > 0 && Number(started[1]) <= atKill, `resumed from the durable cursor (${started?.[1]}), not from seq 0`);
+  sidecar.child.kill('SIGTERM');
+  await sidecar.exited;
+  await central.kill();
+  return { total, sidecar };
+}

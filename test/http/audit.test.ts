@@ -100,3 +100,48 @@ t.test('payloads encrypted at rest with GOV_AUDIT_ENCRYPTION_KEY', async (t) => 
   t.notMatch(await gw.storedBytes(), /MARKER-7f3a/, 'plaintext never reaches the disk');
   t.equal((await gw.request('GET', '/v1/audit/chain/verify')).body.valid, true);
 });
+
+t.test('source filter: rows of two writers of one store, each listed apart and paged within its source', async (t) => {
+  // The same gateway directory (LMDB: one chain holding both; PostgreSQL: one database, a chain per source)
+  // written by one source, then by another after a restart, as two replicas of a fleet write one store.
+  const a = await startGateway({ env: { GOV_SOURCE_ID: 'replica-a' } });
+  const dir = a.dir;
+  const fromA: string[] = [];
+  for (let i = 0; i < 3; i++) fromA.push((await a.request('POST', '/v1/runtime/validate', { body: workedExample({ agent_id: i === 2 ? 'other-bot' : 'support-bot' }) })).body.envelope_id);
+  await a.stop();
+  const b = await startGateway({ dir, env: { GOV_SOURCE_ID: 'replica-b' } });
+  t.teardown(async () => {
+    await b.stop();
+    await a.close(); // removes the directory and, on PostgreSQL, drops the database
+  });
+  const fromB: string[] = [];
+  for (let i = 0; i < 2; i++) fromB.push((await b.request('POST', '/v1/runtime/validate', { body: workedExample() })).body.envelope_id);
+
+  const ids = async (q: string) => {
+    const res = await b.request('GET', `/v1/audit/executions?${q}`);
+    t.equal(res.status, 200, `${q}: ${res.text.slice(0, 200)}`);
+    return { ids: (res.body.items as Array<{ envelope_id: string; source: string }>).map((r) => r.envelope_id), sources: new Set(res.body.items.map((r: { source: string }) => r.source)), next: res.body.next_cursor as string | null };
+  };
+  t.same((await ids('source=replica-a')).ids, [...fromA].reverse(), "replica-a's rows, newest first");
+  t.same([...(await ids('source=replica-a')).sources], ['replica-a']);
+  t.same((await ids('source=replica-b')).ids, [...fromB].reverse());
+  t.same((await ids('source=replica-a&agent_id=support-bot')).ids, [fromA[1], fromA[0]], 'with agent_id');
+  t.same((await ids('source=replica-b&agent_id=other-bot')).ids, []);
+  const page1 = await ids('source=replica-a&limit=2');
+  t.same(page1.ids, [fromA[2], fromA[1]]);
+  t.ok(page1.next !== null);
+  const page2 = await ids(`source=replica-a&limit=2&cursor=${page1.next}`);
+  t.same([page2.ids, page2.next], [[fromA[0]], null], 'the cursor pages within the source');
+  t.same((await ids('')).ids.slice(0, 5), [...fromB].reverse().concat([...fromA].reverse()), 'unfiltered: both, newest first');
+  t.same((await ids('source=replica-c')).ids, []);
+  for (const bad of ['', '-lead', 'has%20space', 'x'.repeat(129)]) {
+    const res = await b.request('GET', `/v1/audit/executions?source=${bad}`);
+    t.equal(res.status, 422, `source=${bad.slice(0, 20)}`);
+    t.match(res.body.error.details.issues, [{ path: 'querystring.source' }]);
+  }
+  t.equal((await b.request('GET', '/v1/audit/chain/verify')).body.valid, true);
+
+  const spec = (await b.request('GET', '/openapi.json')).body;
+  const param = spec.paths['/v1/audit/executions'].get.parameters.find((p: { name: string }) => p.name === 'source');
+  t.match(param, { in: 'query', required: false, schema: { type: 'string', pattern: /A-Za-z0-9/ } }, 'in the OpenAPI document, with its pattern');
+});

@@ -35,7 +35,9 @@ t.test('under a tiny ledger bound, calls are recorded or refused with 503 and Re
 
 t.test('the sidecar under a tiny ledger bound: a refused call is never forwarded, and is answered in its API format', async (t) => {
   const mock = await startMockUpstream(() => ({ json: openAiCompletion('Order 1234 shipped on Monday.') }));
-  const sc = await startSidecar({ openai: mock.url, env: { GOV_LEDGER_MAX_PENDING_ROWS: '1', GOV_LEDGER_BACKPRESSURE_WAIT_MS: '0' } });
+  // `disk`, as the gateway above: each commit waits for the disk, so a backlog forms (the sidecar's own
+  // default, `process`, commits fast enough that 100 calls may never meet one).
+  const sc = await startSidecar({ openai: mock.url, env: { GOV_LEDGER_MAX_PENDING_ROWS: '1', GOV_LEDGER_BACKPRESSURE_WAIT_MS: '0', GOV_LEDGER_DURABILITY: 'disk' } });
   t.teardown(async () => {
     await sc.close();
     await mock.close();

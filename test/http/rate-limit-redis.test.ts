@@ -2,9 +2,8 @@ import t, { type Test } from 'tap';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SETTING_DOCS } from '../../src/config/settings.js';
 import { startGateway, workedExample, type TestGateway } from '../helpers/gateway.js';
-import { freePort, httpJson, startGovProcess, type GovProcess } from '../helpers/gov-process.js';
+import { httpJson, startGatewayProcesses } from '../helpers/gov-process.js';
 import { deletePrefix, testRedis, uniquePrefix } from '../helpers/redis.js';
 
 const redis = await testRedis();
@@ -12,10 +11,14 @@ const redis = await testRedis();
 const services = { skip: 'skip' in redis ? `rate limits shared through Redis: ${redis.skip}` : false };
 const url = 'url' in redis ? redis.url : '';
 
+const SHARED_TIMEOUT_MS = '10000';
+
 /** Two gateway replicas on one Redis and key prefix, each with its own ledger. */
 const replicas = async (t: Test, env: Record<string, string> = {}, clock?: () => Date): Promise<[TestGateway, TestGateway]> => {
   const prefix = uniquePrefix('http');
-  const start = () => startGateway({ mode: 'gateway', clock, env: { RATE_LIMIT_ENABLED: 'true', GOV_REDIS_URL: url, GOV_REDIS_PREFIX: prefix, GOV_POLICY_WATCH: 'false', ...env } });
+  // A generous Redis timeout: these tests count shared limits, and under a loaded test run a 100 ms
+  // timeout lets calls through uncounted (the Redis-down behaviour, tested on its own elsewhere).
+  const start = () => startGateway({ mode: 'gateway', clock, env: { RATE_LIMIT_ENABLED: 'true', GOV_REDIS_URL: url, GOV_REDIS_PREFIX: prefix, GOV_REDIS_TIMEOUT_MS: SHARED_TIMEOUT_MS, GOV_POLICY_WATCH: 'false', ...env } });
   const a = await start();
   const b = await start();
   t.teardown(async () => {
@@ -96,28 +99,9 @@ t.test('auth routes: 20 per minute per client IP across replicas, before authent
 
 t.test('two gateway processes sharing one Redis admit 70, not 140', services, async (t) => {
   const prefix = uniquePrefix('proc');
-  const dir = mkdtempSync(join(tmpdir(), 'gov-rl-proc-'));
-  const procs: GovProcess[] = [];
-  t.teardown(async () => {
-    for (const p of procs) await p.kill();
-    await deletePrefix(url, prefix);
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const base: NodeJS.ProcessEnv = { ...process.env };
-  for (const d of SETTING_DOCS) delete base[d.name];
-  for (const name of ['one', 'two']) {
-    procs.push(await startGovProcess('gateway', {
-      ...base,
-      GOV_ENV: 'test',
-      GOV_PORT: String(await freePort()),
-      GOV_DB_PATH: join(dir, name),
-      GOV_SOURCE_ID: `gateway-${name}`,
-      GOV_POLICY_WATCH: 'false',
-      RATE_LIMIT_ENABLED: 'true',
-      GOV_REDIS_URL: url,
-      GOV_REDIS_PREFIX: prefix,
-    }));
-  }
+  const procs = await startGatewayProcesses(t, ['one', 'two'], { RATE_LIMIT_ENABLED: 'true', GOV_REDIS_URL: url, GOV_REDIS_PREFIX: prefix, GOV_REDIS_TIMEOUT_MS: SHARED_TIMEOUT_MS });
+  // After the processes' own teardown: they are gone before their keys are.
+  t.teardown(() => deletePrefix(url, prefix));
   t.match(procs[0].stdout() + procs[0].stderr(), /"rate_limits":"redis"/, 'the start log says the limits are in Redis');
   const body = JSON.stringify(workedExample());
   const statuses: number[] = [];

@@ -1,8 +1,8 @@
-// Two replicas on one store: a kill switch or a manifest set through one applies on the other within the
+// Two replicas on one store: a kill switch, a manifest or a policy activation set through one applies on the other within the
 // documented bound, GOV_STATE_REFRESH_MS plus one store read (docs/deployment.md, "Shared state"). Both are
 // compositions in this process over one LMDB directory (two LMDB environments on one path, as two
-// processes would open it); only the kill switch and manifests are shared this way, so only replica B
-// writes ledger rows after both started.
+// processes would open it); one LMDB ledger has one writer, so only one replica writes ledger rows after
+// both started (policy changes write rows too: they go through A, and B is only read).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -82,6 +82,24 @@ t.test('a manifest registered on one replica governs the agent on the other with
   const back = await msUntil(() => (a.composed.manifests.get('fleet-bot')?.tools ?? []).some((tool) => tool.name === 'refund'));
   t.ok(back <= REFRESH_MS + TIMER_SLACK_MS, `replica A saw the change after ${Math.round(back)} ms`);
   t.same(b.composed.manifests.get('fleet-bot')?.tools.map((tool) => tool.name), ['lookup_order', 'refund']);
+});
+
+t.test('a policy version activated on one replica is the active set of the other within the refresh bound', async (t) => {
+  // Every change through A (each writes a ledger row); B is only read. Decisions under it, and changes made
+  // through either replica, run in test/http/policy-replicas.test.ts (two processes on one database).
+  const [a, b] = await twoReplicas(t, REFRESH_MS);
+  const pack = 'pack: shared-rules\nversion: 1.0.0\nrules:\n  - id: no-secret-sauce\n    targets: output\n    pattern: secret-sauce\n    effect: block\n';
+  t.equal((await a.request('POST', '/v1/policy/packs', { rawBody: pack, contentType: 'application/yaml' })).status, 201);
+  const act = await a.request('POST', '/v1/policy/packs/shared-rules/activate', { body: { version: '1.0.0' } });
+  t.equal(act.status, 200);
+  const delay = await msUntil(() => b.composed.policies.current().version === act.body.policy_version);
+  t.ok(delay <= REFRESH_MS + TIMER_SLACK_MS, `replica B took it up after ${Math.round(delay)} ms`);
+  t.ok(b.composed.policies.current().rules.some((r) => r.id === 'no-secret-sauce'), 'its rule is compiled on B');
+
+  const off = await a.request('POST', '/v1/policy/packs/shared-rules/deactivate');
+  t.equal(off.status, 200);
+  const back = await msUntil(() => b.composed.policies.current().version === off.body.policy_version);
+  t.ok(back <= REFRESH_MS + TIMER_SLACK_MS, `replica B dropped it after ${Math.round(back)} ms`);
 });
 
 t.test('GOV_STATE_REFRESH_MS=0 reads shared state at start only', async (t) => {

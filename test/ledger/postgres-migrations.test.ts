@@ -35,11 +35,11 @@ if (await requirePostgres()) {
     const db = await createTestDatabase();
     const files = await readMigrations();
     t.same(await migrate(db.url), { applied: files.map((m) => m.version), version: files.length });
-    t.same(await tables(db), ['gov_agent_stats', 'gov_audit_rows', 'gov_kv', 'gov_meta', 'gov_schema_migrations', 'gov_source_heads']);
+    t.same(await tables(db), ['gov_agent_stats', 'gov_audit_rows', 'gov_kv', 'gov_meta', 'gov_replica_heads', 'gov_replica_rows', 'gov_schema_migrations', 'gov_source_heads']);
     const recorded = (await sqlOn<{ version: number; name: string; checksum: string }>(db, 'SELECT version, name, checksum FROM gov_schema_migrations ORDER BY version')).rows;
     t.same(recorded, files.map((m) => ({ version: m.version, name: m.name, checksum: m.checksum })));
     t.same(await migrate(db.url), { applied: [], version: files.length });
-    t.same(await tables(db), ['gov_agent_stats', 'gov_audit_rows', 'gov_kv', 'gov_meta', 'gov_schema_migrations', 'gov_source_heads']);
+    t.same(await tables(db), ['gov_agent_stats', 'gov_audit_rows', 'gov_kv', 'gov_meta', 'gov_replica_heads', 'gov_replica_rows', 'gov_schema_migrations', 'gov_source_heads']);
   });
 
   t.test('several migrators at once (replicas starting together) apply each migration exactly once', async (t) => {

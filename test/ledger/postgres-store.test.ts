@@ -3,7 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { LedgerConflictError, LedgerInputError } from '../../src/ledger/errors.js';
-import { openPostgresStorage } from '../../src/ledger/postgres.js';
+import { planList } from '../../src/ledger/audit-query.js';
+import { openMemoryStorage } from '../../src/ledger/memory.js';
+import { listStatement, openPostgresStorage } from '../../src/ledger/postgres.js';
 import type { Storage } from '../../src/ledger/port.js';
 import { createTestDatabase, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
 import { at, entry } from './fixtures/ledger-suite.js';
@@ -48,6 +50,22 @@ if (await requirePostgres()) {
     t.same((await a.ledger.get(rb[0].envelope_id))!.source, 'sidecar@b');
   });
 
+  t.test('the source filter is served by its index (source, id), newest first, not by a scan of the fleet', async (t) => {
+    const db = await createTestDatabase();
+    const busy = await store(t, db, 'gateway@busy');
+    const rare = await store(t, db, 'sidecar@rare');
+    const own = await Promise.all(Array.from({ length: 5 }, () => rare.ledger.append(entry())));
+    for (let i = 0; i < 4; i++) await Promise.all(Array.from({ length: 1000 }, () => busy.ledger.append(entry())));
+    await sqlOn(db, 'ANALYZE gov_audit_rows');
+    const plan = planList({ limit: 50, source: 'sidecar@rare' }, Number.MAX_SAFE_INTEGER - 1);
+    const stmt = listStatement(plan);
+    const explained = await sqlOn<{ 'QUERY PLAN': unknown }>(db, `EXPLAIN (FORMAT JSON) ${stmt.text}`, stmt.values);
+    const text = JSON.stringify(explained.rows[0]['QUERY PLAN']);
+    t.match(text, /"Index Name":"gov_audit_rows_source_id"/, 'read through gov_audit_rows_source_id');
+    t.notMatch(text, /"Seq Scan"/, 'no sequential scan');
+    t.same((await busy.ledger.list({ limit: 50, source: 'sidecar@rare' })).items.map((r) => r.envelope_id), own.map((r) => r.envelope_id).reverse());
+  });
+
   t.test('agent stats and the agent list count every source', async (t) => {
     const db = await createTestDatabase();
     const a = await store(t, db, 'gateway@a');
@@ -60,6 +78,50 @@ if (await requirePostgres()) {
     t.same(await b.ledger.agentStats('bot'), { executions: 4, outcomes: { approve: 2, block: 1, escalate: 1 }, last_activity: at(4) }, 'the writer counts its rows still committing, once');
     await pending;
     t.same(await a.ledger.agentStats('bot'), { executions: 4, outcomes: { approve: 2, block: 1, escalate: 1 }, last_activity: at(4) });
+  });
+
+  t.test('two replicas (two pools) appending for the same agents at once: every count exact, none lost or doubled', async (t) => {
+    // The counters are added in the append's own transaction by an upsert (gov_append_rows: INSERT ... ON
+    // CONFLICT DO UPDATE SET executions = executions + ...), never read, changed and written back by a
+    // process, so concurrent batches of two sources cannot lose each other's counts, a new agent included.
+    const db = await createTestDatabase();
+    const a = await store(t, db, 'gateway@replica-1');
+    const b = await store(t, db, 'gateway@replica-2');
+    const decisions = ['approve', 'block', 'escalate'] as const;
+    const expected = new Map<string, { executions: number; outcomes: Record<string, number>; last: number }>();
+    const appends: Array<Promise<unknown>> = [];
+    for (let wave = 0; wave < 30; wave++) {
+      for (let k = 0; k < 20; k++) {
+        const i = wave * 20 + k;
+        const agent = k % 4 === 0 ? `new-bot-${wave}` : 'shared-bot';
+        const decision = decisions[i % 3];
+        const phase = i % 5 === 0 ? 'pre_check' : 'validate';
+        const second = (i * 7919) % 600;
+        const e = expected.get(agent) ?? { executions: 0, outcomes: {}, last: -1 };
+        expected.set(agent, e);
+        if (phase === 'validate') {
+          e.executions++;
+          e.outcomes[decision] = (e.outcomes[decision] ?? 0) + 1;
+        }
+        e.last = Math.max(e.last, second);
+        // Both replicas take each wave's rows for the same agents in the same tick.
+        appends.push((k % 2 === 0 ? a : b).ledger.append(entry({ agent_id: agent, decision, phase, timestamp: at(second) })));
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(appends);
+    const fresh = await store(t, db, 'gateway@reader');
+    for (const [agent, e] of expected) {
+      const want = { executions: e.executions, outcomes: e.outcomes, last_activity: at(e.last) };
+      for (const [name, s] of [['replica-1', a], ['replica-2', b], ['a third process', fresh]] as const) {
+        t.same(await s.ledger.agentStats(agent), want, `${agent} as ${name} reads it`);
+      }
+    }
+    const listed = new Map<string, unknown>();
+    for await (const [id, stats] of fresh.ledger.agents()) listed.set(id, stats);
+    t.equal(listed.size, expected.size, 'every agent once');
+    t.same(listed.get('shared-bot'), { executions: expected.get('shared-bot')!.executions, outcomes: expected.get('shared-bot')!.outcomes, last_activity: at(expected.get('shared-bot')!.last) });
+    t.equal((await fresh.ledger.verify()).valid, true);
   });
 
   t.test('agentStats under concurrent appends counts every row appended before the call (committed or not), once', async (t) => {
@@ -207,7 +269,9 @@ if (await requirePostgres()) {
       GRANT SELECT, INSERT, UPDATE, DELETE ON gov_kv TO ${role};
       GRANT SELECT, INSERT ON gov_meta TO ${role};
       GRANT SELECT ON gov_schema_migrations TO ${role};
-      GRANT EXECUTE ON FUNCTION gov_append_rows, gov_erase_payload, gov_add_counts TO ${role};`);
+      GRANT EXECUTE ON FUNCTION gov_append_rows, gov_erase_payload, gov_add_counts TO ${role};
+      GRANT SELECT, INSERT ON gov_replica_rows TO ${role};
+      GRANT SELECT, INSERT, UPDATE ON gov_replica_heads TO ${role};`);
     const url = new URL(db.url);
     url.username = role;
     const app = await openPostgresStorage(url.toString(), { source: 'gateway@app' });
@@ -223,6 +287,13 @@ if (await requirePostgres()) {
     const asApp = { ...db, url: url.toString() };
     await t.rejects(sqlOn(asApp, `UPDATE gov_audit_rows SET agent_id = 'x'`), /permission denied/);
     await t.rejects(sqlOn(asApp, `ALTER TABLE gov_audit_rows DISABLE TRIGGER gov_audit_rows_append_only`), /must be owner/);
+    // Replicated rows (a central gateway's ingest) with the same role.
+    const sidecar = openMemoryStorage({ source: 'sidecar@app' });
+    for (let i = 0; i < 3; i++) await sidecar.ledger.append(entry());
+    t.equal((await app.replicas!.ingest('sidecar@app', await sidecar.ledger.readRows!(0, 3))).stored, 3);
+    t.match(await app.replicas!.verify(), [{ source: 'sidecar@app', valid: true, rows_checked: 3 }]);
+    await t.rejects(sqlOn(asApp, `UPDATE gov_replica_rows SET envelope_id = 'x'`), /permission denied/);
+    await t.rejects(sqlOn(asApp, `ALTER TABLE gov_replica_rows DISABLE TRIGGER gov_replica_rows_append_only`), /must be owner/);
   });
 
   t.test('strings PostgreSQL text cannot hold: refused on append, found nowhere on read (never a statement error)', async (t) => {

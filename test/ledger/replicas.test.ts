@@ -4,12 +4,16 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { openMemoryStorage } from '../../src/ledger/memory.js';
-import type { Storage, StoredRow } from '../../src/ledger/port.js';
-import { IngestRejectedError } from '../../src/ledger/replica-batch.js';
+import type { Storage } from '../../src/ledger/port.js';
+import { openPostgresStorage } from '../../src/ledger/postgres.js';
+import { IngestRejectedError, storedRowHash } from '../../src/ledger/replica-batch.js';
+import { RowBuilder } from '../../src/ledger/row-builder.js';
 import { readRowLayout } from '../../src/ledger/row-format.js';
-import { entry } from './fixtures/ledger-suite.js';
+import { createTestDatabase, postgresUnreachable, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
+import { entry, sidecarRows } from './fixtures/ledger-suite.js';
 
-type Open = (opts?: { source?: string; encryptionKey?: Buffer }) => Promise<Storage>;
+// The ReplicaStore contract, run against every adapter: memory, LMDB and PostgreSQL (issue 14).
+type Open = (opts?: { source?: string; encryptionKey?: Buffer; db?: TestDatabase }) => Promise<Storage>;
 
 const adapters: Array<[string, Open]> = [
   ['memory', async (opts) => openMemoryStorage(opts)],
@@ -20,14 +24,11 @@ const adapters: Array<[string, Open]> = [
   }],
 ];
 
-/** A sidecar's ledger with `n` rows, and its stored rows. */
-async function sidecarRows(source: string, n: number, key?: Buffer): Promise<StoredRow[]> {
-  const s = openMemoryStorage({ source, encryptionKey: key });
-  for (let i = 0; i < n; i++) await s.ledger.append(entry());
-  const rows = await s.ledger.readRows!(0, n);
-  await s.close();
-  return rows;
-}
+/** A central PostgreSQL store in a database of its own, or in `db` to open a second replica on one database. */
+const openPostgres: Open = async (opts) => openPostgresStorage((opts?.db ?? (await createTestDatabase())).url, opts);
+if ((await postgresUnreachable()) === null) adapters.push(['postgres', openPostgres]);
+else t.test('postgres: the replica store contract', async (t) => void (await requirePostgres(t)));
+
 
 function rejection(t: Test, p: Promise<unknown>, reason: string, seq: number): Promise<void> {
   return p.then(
@@ -107,5 +108,131 @@ for (const [name, open] of adapters) {
     const without = await open();
     t.teardown(without.close);
     await rejection(t, without.replicas!.ingest('sidecar@e', rows), 'chain_break', 1);
+  });
+}
+
+for (const [name, open] of adapters) {
+  t.test(`${name}: a retry racing its original, and overlapping batches at once, store every row exactly once`, async (t) => {
+    const central = await open();
+    t.teardown(central.close);
+    const store = central.replicas!;
+    const rows = await sidecarRows('sidecar@race', 30);
+    const results = await Promise.all([
+      store.ingest('sidecar@race', rows.slice(0, 10)),
+      store.ingest('sidecar@race', rows.slice(0, 10)),
+      store.ingest('sidecar@race', rows.slice(0, 10)),
+    ]);
+    t.same(results.map((r) => r.stored).sort(), [0, 0, 10], 'one of three identical batches stores the rows');
+    t.same(results.map((r) => r.duplicates).sort(), [0, 10, 10]);
+    t.ok(results.every((r) => r.head.seq === 10), 'each answer acknowledges the same head');
+    // Batches that overlap, sent together (a shipper's retry beside its next batch): one applies after the other.
+    const settled = await Promise.allSettled([store.ingest('sidecar@race', rows.slice(5, 20)), store.ingest('sidecar@race', rows.slice(10, 30))]);
+    const stored = settled.map((s) => (s.status === 'fulfilled' ? s.value.stored : 0)).reduce((a, b) => a + b, 0);
+    // Both start at or below the stored head, so they fit in either order.
+    t.equal(stored, 20, 'rows 11-30 stored once between the two');
+    t.same(settled.map((s) => s.status), ['fulfilled', 'fulfilled']);
+    const back = await store.readRows('sidecar@race', 0, 100);
+    t.same(back.map((r) => r.bytes.toString('hex')), rows.map((r) => r.bytes.toString('hex')));
+    t.match(await store.verify(), [{ source: 'sidecar@race', valid: true, rows_checked: 30 }]);
+  });
+
+  t.test(`${name}: a row repeating an envelope id stored earlier in its source's chain is refused, in a later batch too`, async (t) => {
+    const central = await open();
+    t.teardown(central.close);
+    const store = central.replicas!;
+    // A valid chain whose row 4 reuses row 1's envelope id (a ledger refuses that; a forged one need not).
+    const builder = new RowBuilder({ seq: 0, hash: null }, undefined, 'sidecar@dup');
+    const first = entry();
+    const rows = [first, entry(), entry(), entry({ envelope_id: first.envelope_id }), entry()].map((e) => {
+      const b = builder.build(e);
+      return { seq: b.seq, bytes: Buffer.from(b.bytes) };
+    });
+    t.equal((await store.ingest('sidecar@dup', rows.slice(0, 3))).stored, 3);
+    await rejection(t, store.ingest('sidecar@dup', rows.slice(3)), 'conflict', 4);
+    await rejection(t, store.ingest('sidecar@dup', rows), 'conflict', 4);
+    t.same(await store.head('sidecar@dup'), { seq: 3, hash: storedRowHash(rows[2].bytes) }, 'nothing of the refused batches stored');
+    t.equal((await store.readRows('sidecar@dup', 0, 10)).length, 3);
+  });
+
+  t.test(`${name}: an unknown source has head 0 and no rows; an empty batch stores nothing`, async (t) => {
+    const central = await open();
+    t.teardown(central.close);
+    const store = central.replicas!;
+    t.same(await store.head('sidecar@none'), { seq: 0, hash: null });
+    t.same(await store.ingest('sidecar@none', []), { source: 'sidecar@none', stored: 0, duplicates: 0, head: { seq: 0, hash: null } });
+    t.same(await store.readRows('sidecar@none', 0, 10), []);
+    t.same(await store.verify(), []);
+  });
+}
+
+if ((await postgresUnreachable()) === null) {
+  t.test('postgres: two gateway replicas on one database take batches of one source exactly once', async (t) => {
+    const db = await createTestDatabase();
+    const one = await openPostgres({ db, source: 'gateway@one' });
+    t.teardown(one.close);
+    const two = await openPostgres({ db, source: 'gateway@two' });
+    t.teardown(two.close);
+    const rows = await sidecarRows('sidecar@shared', 200);
+    // A shipper whose answers keep getting lost behind a load balancer: each batch reaches both replicas.
+    const batches: Array<Promise<unknown>> = [];
+    for (let i = 0; i < 200; i += 20) {
+      batches.push(one.replicas!.ingest('sidecar@shared', rows.slice(i, i + 20)).catch(() => null));
+      batches.push(two.replicas!.ingest('sidecar@shared', rows.slice(i, i + 20)).catch(() => null));
+    }
+    await Promise.all(batches);
+    // Whatever arrived out of order as a gap is sent again from the head, as the shipper does.
+    for (let head = (await one.replicas!.head('sidecar@shared')).seq; head < 200; head = (await two.replicas!.head('sidecar@shared')).seq) {
+      await one.replicas!.ingest('sidecar@shared', rows.slice(head, head + 20));
+    }
+    const count = await sqlOn<{ n: string; ids: string }>(db, `SELECT count(*) AS n, count(DISTINCT envelope_id) AS ids FROM gov_replica_rows WHERE source = 'sidecar@shared'`);
+    t.same(count.rows[0], { n: '200', ids: '200' }, 'every row once');
+    t.match(await two.replicas!.verify(), [{ source: 'sidecar@shared', valid: true, rows_checked: 200 }]);
+    t.equal((await one.replicas!.head('sidecar@shared')).hash, (await two.replicas!.head('sidecar@shared')).hash);
+  });
+
+  t.test('postgres: batches beyond half the pool wait their turn, and the gateway\'s own appends still get through', async (t) => {
+    const central = await openPostgresStorage((await createTestDatabase()).url, { source: 'gateway@small', poolSize: 2 });
+    t.teardown(central.close);
+    const sources = ['a', 'b', 'c', 'd', 'e', 'f'].map((n) => `sidecar@${n}`);
+    const rows = await Promise.all(sources.map((s) => sidecarRows(s, 12)));
+    const [results, own] = await Promise.all([
+      Promise.all(sources.flatMap((s, i) => [central.replicas!.ingest(s, rows[i].slice(0, 6)), central.replicas!.ingest(s, rows[i].slice(0, 12))])),
+      Promise.all(Array.from({ length: 20 }, () => central.ledger.append(entry()))),
+    ]);
+    t.equal(results.reduce((n, r) => n + r.stored, 0), 72, 'every row of every source stored once');
+    t.equal(own.length, 20);
+    t.match(await central.replicas!.verify(), sources.map((source) => ({ source, valid: true, rows_checked: 12 })));
+  });
+
+  t.test('postgres: replicated rows are append-only in the database, and kept apart from the gateway rows', async (t) => {
+    const db = await createTestDatabase();
+    const central = await openPostgres({ db, source: 'gateway@central' });
+    t.teardown(central.close);
+    await central.replicas!.ingest('sidecar@a', await sidecarRows('sidecar@a', 3));
+    await central.ledger.append(entry());
+    for (const sql of [
+      `UPDATE gov_replica_rows SET envelope_id = 'x' WHERE seq = 2`,
+      `DELETE FROM gov_replica_rows WHERE seq = 3`,
+      'TRUNCATE gov_replica_rows',
+    ]) {
+      await t.rejects(sqlOn(db, sql), /gov_replica_rows is append-only/, sql);
+    }
+    t.match(await central.ledger.verify({ bySource: true }), { valid: true, rows_checked: 1, sources: [{ source: 'gateway@central' }] });
+    t.equal((await central.ledger.list({ limit: 100 })).items.length, 1, 'the executions list holds the gateway rows, as on LMDB');
+    t.match(await central.replicas!.verify(), [{ source: 'sidecar@a', valid: true, rows_checked: 3 }]);
+  });
+
+  t.test('postgres: a replicated row altered or cut off in the database is found by verify', async (t) => {
+    const db = await createTestDatabase();
+    const central = await openPostgres({ db });
+    t.teardown(central.close);
+    const rows = await sidecarRows('sidecar@t', 5);
+    await central.replicas!.ingest('sidecar@t', rows);
+    // The append-only trigger is the database's guard; an owner can still switch it off. Verify must not rely on it.
+    await sqlOn(db, `ALTER TABLE gov_replica_rows DISABLE TRIGGER gov_replica_rows_append_only;
+      UPDATE gov_replica_rows SET row_bytes = set_byte(row_bytes, length(row_bytes) - 2, get_byte(row_bytes, length(row_bytes) - 2) # 1) WHERE seq = 3`);
+    t.match(await central.replicas!.verify(), [{ source: 'sidecar@t', valid: false, first_invalid_seq: 3 }]);
+    await sqlOn(db, `DELETE FROM gov_replica_rows WHERE seq >= 3`);
+    t.match(await central.replicas!.verify(), [{ source: 'sidecar@t', valid: false }], 'rows cut from the tail: the head no longer matches');
   });
 }

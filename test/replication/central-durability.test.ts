@@ -70,10 +70,9 @@ t.test('central durability through the sidecar', async (t) => {
     await gw.close();
     gwOpen = false;
     const before = (await local.head()).seq;
-    const plainStarted = performance.now();
+    // Had it waited for the central store it would be a 503 after the timeout, as the next call is.
     const plain = await ask('What are your opening hours?');
     t.equal(plain.data.choices[0].message.content, 'Done.', 'a call no critical rule matched does not wait on the central store');
-    t.ok(performance.now() - plainStarted < ACK_TIMEOUT_MS, 'and is answered well within the central timeout');
     const started = performance.now();
     const err = await ask('Another wire transfer, to Globex this time.').then(() => null, (e: unknown) => e);
     t.ok(err instanceof APIError && err.status === 503, 'the SDK sees a 503');

@@ -7,37 +7,12 @@ import t from 'tap';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { readAuditRow, readRowWithPayload } from '../../src/ledger/row-reader.js';
 import { freePort } from '../helpers/gov-process.js';
-import { caughtUp, centralRows, compareStores, kill, localRows, sidecarMetric, SOURCE, startCentral, startSidecar, until, govern } from '../helpers/replication-fleet.js';
+import { caughtUp, compareStores, govern, kill, killMidShipping, sidecarMetric, SOURCE, startCentral, startSidecar, until } from '../helpers/replication-fleet.js';
 
 t.test('a sidecar SIGKILLed mid-shipping resumes from its durable cursor after a restart, no duplicate stored', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'gov-replication-kill-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  // Small batches, so that shipping 400 rows takes well over a hundred round trips; the rows are written
-  // before the central gateway is up, so the kill lands in the middle of the catch-up.
-  const slow = { GOV_REPLICATION_BATCH_ROWS: '3' };
-  let sidecar = await startSidecar(dir, `http://127.0.0.1:${port}`, slow);
-  t.teardown(() => kill(sidecar));
-  await govern(sidecar, 400, 16);
-  const total = await localRows(sidecar);
-  const central = await startCentral(dir, port);
-  t.teardown(() => central.kill());
-  const seen = await until('shipping under way', async () => {
-    const n = await centralRows(central.url);
-    return n >= 30 ? n : undefined;
-  });
-  await kill(sidecar);
-  const atKill = await centralRows(central.url);
-  t.ok(seen > 0 && atKill < total, `killed mid-shipping (${atKill} of ${total} rows at the central store)`);
-
-  sidecar = await startSidecar(dir, central.url, slow);
-  t.equal(await caughtUp(sidecar, central.url, total, 60_000), total);
-  t.match(sidecar.out(), /replication to the central gateway started/);
-  const started = /"acknowledged_seq":(\d+)[^\n]*replication to the central gateway started/.exec(sidecar.out());
-  t.ok(started && Number(started[1]) > 0 && Number(started[1]) <= atKill, `resumed from the durable cursor (${started?.[1]}), not from seq 0`);
-  sidecar.child.kill('SIGTERM');
-  await sidecar.exited;
-  await central.kill();
+  await killMidShipping(t, dir);
   await compareStores(t, dir);
 });
 

@@ -81,10 +81,78 @@ export function probability(model: Model, normalisedText: string): number {
 
 export const MODEL_PATH = fileURLToPath(new URL('../../../policies/models/injection-model.json', import.meta.url));
 
+const WEIGHTS_KEY = '"weights": [';
+
+/**
+ * The weights file's text as a model, read without JSON.parse building ~100,000 two-element arrays: those
+ * grow V8's heap by ~20 MB that it keeps committed long after they are garbage, and a sidecar pays that in
+ * every pod. The header (everything before `weights`) is JSON; each weight is `[id,w]`, the form serialise()
+ * writes. Anything else is refused, as JSON.parse would.
+ */
+export function modelFromText(text: string): Model {
+  const at = text.indexOf(WEIGHTS_KEY);
+  if (at === -1) throw new Error('injection model: no "weights" array');
+  const head = JSON.parse(`${text.slice(0, at).replace(/,\s*$/, '')}}`) as ModelFile;
+  if (head.version !== MODEL_VERSION) throw new Error(`injection model: version ${head.version}, expected ${MODEL_VERSION}`);
+  if (head.dimensions !== DIMENSIONS) throw new Error(`injection model: ${head.dimensions} dimensions, expected ${DIMENSIONS}`);
+  const weights = new Float32Array(DIMENSIONS);
+  let i = at + WEIGHTS_KEY.length;
+  const n = text.length;
+  const fail = (): never => {
+    throw new Error(`injection model: malformed weight at character ${i}`);
+  };
+  const skipSpace = () => {
+    while (i < n && (text.charCodeAt(i) === 32 || text.charCodeAt(i) === 10 || text.charCodeAt(i) === 13)) i++;
+  };
+  // A JSON number of the form serialise() writes: -?digits(.digits)?, read as digits / 10^decimals, which
+  // is the same double JSON.parse gives for it (both are the correctly rounded value).
+  const number = (): number => {
+    const negative = text.charCodeAt(i) === 45;
+    if (negative) i++;
+    let digits = 0;
+    let scale = 1;
+    let seen = 0;
+    let point = false;
+    for (; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c >= 48 && c <= 57) {
+        digits = digits * 10 + (c - 48);
+        seen++;
+        if (point) scale *= 10;
+      } else if (c === 46 && !point) point = true;
+      else break;
+    }
+    if (seen === 0 || seen > 15) fail();
+    const v = digits / scale;
+    return negative ? -v : v;
+  };
+  skipSpace();
+  if (text.charCodeAt(i) === 93) return { window: head.window, bias: head.bias, threshold: head.threshold, suspectThreshold: head.suspect_threshold, weights };
+  for (;;) {
+    skipSpace();
+    if (text.charCodeAt(i++) !== 91) fail();
+    const id = number();
+    if (text.charCodeAt(i++) !== 44) fail();
+    const w = number();
+    if (text.charCodeAt(i++) !== 93) fail();
+    if (!Number.isInteger(id) || id >= DIMENSIONS) fail();
+    weights[id] = w;
+    skipSpace();
+    const c = text.charCodeAt(i++);
+    if (c === 93) break;
+    if (c !== 44) fail();
+  }
+  skipSpace();
+  if (text.charCodeAt(i++) !== 125) fail();
+  skipSpace();
+  if (i !== n) fail();
+  return { window: head.window, bias: head.bias, threshold: head.threshold, suspectThreshold: head.suspect_threshold, weights };
+}
+
 let shipped: Model | null = null;
 
 /** The shipped model, read once. A missing or malformed file is an installation error and throws. */
 export function shippedModel(): Model {
-  if (shipped === null) shipped = modelFromFile(JSON.parse(readFileSync(MODEL_PATH, 'utf8')) as ModelFile);
+  if (shipped === null) shipped = modelFromText(readFileSync(MODEL_PATH, 'utf8'));
   return shipped;
 }
