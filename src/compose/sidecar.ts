@@ -90,7 +90,12 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     if (!unnamed.has(kind)) unnamed.set(kind, ADAPTERS[kind]?.({ kind, name: '' }, context)[0]);
     return unnamed.get(kind);
   };
-  const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, identity: agentIdentity(proxySettings), adapterOfKind });
+  // The proxy port's readiness is the ledger's (the core's checks), never the central link's or an upstream's.
+  const readiness = async () => {
+    const r = await governed.health.report();
+    return { ready: r.ready, down: r.down };
+  };
+  const proxy = new ProxyServer(core, routes, { maxBodyBytes: settings.maxBodyBytes, identity: agentIdentity(proxySettings), adapterOfKind, readiness });
 
   let closing: Promise<void> | null = null;
   return {

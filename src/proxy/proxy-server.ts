@@ -18,7 +18,16 @@ export interface ProxyServerOptions {
   identity: AgentIdentity;
   /** An adapter of a kind, to answer a path that matches no route in that kind's format (`/mcp/nope`). */
   adapterOfKind?: (kind: string) => Protocol | undefined;
+  /**
+   * The readiness of what calls need (the ledger), for `GET /health/ready` on the proxy port; absent: ready
+   * while not draining. Never an upstream: a provider's outage must not take the agent's pod out of service.
+   */
+  readiness?: () => Promise<{ ready: boolean; down: string[] }>;
 }
+
+/** Kubernetes probe paths on the proxy port; no route prefix can take them (every route is under its kind). */
+const LIVE_PATH = '/health/live';
+const READY_PATH = '/health/ready';
 
 /** `/openai/*, /anthropic/*, /mcp/{name}/*, /tools/{name}/*`: every route shape of the registry. */
 const ROUTE_LIST = PROTOCOLS.map((p) => `${routePrefix(p.kind, '{name}')}/*`).join(', ');
@@ -113,9 +122,34 @@ export class ProxyServer {
     return this.fixed.get(kind) ?? this.opts.adapterOfKind?.(kind);
   }
 
+  /** `GET|HEAD /health/live` and `/health/ready`: true when the request was a probe (and is answered). */
+  private probe(req: IncomingMessage, res: ServerResponse, url: string): boolean {
+    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+    const path = url.split('?', 1)[0];
+    if (path !== LIVE_PATH && path !== READY_PATH) return false;
+    req.resume();
+    const answer = (status: number, body: unknown) => {
+      const text = JSON.stringify(body);
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
+      res.end(req.method === 'HEAD' ? undefined : text);
+    };
+    // Alive while the event loop answers, draining included: a restart would only cut the drain short.
+    if (path === LIVE_PATH) answer(200, { status: 'ok' });
+    else if (this.draining) answer(503, { status: 'unavailable', ready: false, down: ['shutting_down'] });
+    else if (this.opts.readiness === undefined) answer(200, { status: 'ok', ready: true, down: [] });
+    else {
+      this.opts.readiness().then(
+        (r) => answer(r.ready ? 200 : 503, { status: r.ready ? 'ok' : 'unavailable', ready: r.ready, down: r.down }),
+        () => answer(503, { status: 'unavailable', ready: false, down: ['health'] }),
+      );
+    }
+    return true;
+  }
+
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
     res.on('error', () => undefined);
     const url = req.url ?? '/';
+    if (url.startsWith('/health/') && this.probe(req, res, url)) return;
     const match = this.routes.match(url);
     const method = req.method ?? 'GET';
     if (this.draining) {
