@@ -9,6 +9,9 @@
 // read-only and replaying every row under the candidate and the baseline (both re-evaluated per row), with
 // the default threads (one per core), on one thread, and without the baseline. Median of 3 runs each, and
 // the CPU time per row of the one-thread runs (a loaded machine inflates wall time, hardly CPU time).
+// The same rows are then written to a fresh database on the machine's PostgreSQL (BENCH_PG_URL, as
+// bench/postgres.js) and replayed from the central store (`--database-url`: one thread, batches fetched by
+// key in one read-only snapshot); skipped with a message when PostgreSQL is unreachable.
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,12 +21,13 @@ import { openLmdbStorage } from '../dist/ledger/lmdb.js';
 import { loadGoldenRules } from '../dist/policy/golden.js';
 import { loadManifestDir } from '../dist/policy/manifest-files.js';
 import { activePolicySet, resolveCandidate } from '../dist/policy/replay-candidate.js';
-import { runReplay } from '../dist/policy/replay-run.js';
+import { runReplay, runStoreReplay } from '../dist/policy/replay-run.js';
 import { Governor } from '../dist/runtime/governor.js';
 import { KillSwitch } from '../dist/runtime/kill-switch.js';
 import { ManifestRegistry } from '../dist/runtime/manifest-registry.js';
 import { ReviewQueue } from '../dist/runtime/review-queue.js';
 import { paddedWorkedExample } from './worked-example.js';
+import { admin, withDatabase } from './postgres.js';
 
 const root = (p) => fileURLToPath(new URL(`../${p}`, import.meta.url));
 const ROWS = Number(process.argv[2] ?? 100_000);
@@ -61,8 +65,7 @@ function postCheckBody(preId, i) {
   return { pre_check_envelope_id: preId, execution: ex.execution, output: ex.output };
 }
 
-async function writeLedger(dir, rules) {
-  const storage = await openLmdbStorage(join(dir, 'ledger'), { durability: 'commit' });
+async function writeLedger(storage, rules) {
   const governor = new Governor({
     ledger: storage.ledger,
     killSwitch: await KillSwitch.open(storage.kv, false),
@@ -96,6 +99,16 @@ async function writeLedger(dir, rules) {
   await storage.close();
 }
 
+async function postgresReachable() {
+  try {
+    await admin('SELECT 1');
+    return true;
+  } catch (e) {
+    console.error(`policy-replay: PostgreSQL unreachable (${e.message}); the central-store replay is skipped`);
+    return false;
+  }
+}
+
 function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
@@ -113,7 +126,7 @@ export default async function run() {
     const golden = await loadGoldenRules(root('manifests'));
     const active = { policies: (await activePolicySet(policyDir)).set, golden, config: SCORING_CONFIG };
     const t0 = performance.now();
-    await writeLedger(dir, active);
+    await writeLedger(await openLmdbStorage(join(dir, 'ledger'), { durability: 'commit' }), active);
     console.error(`policy-replay: wrote ${ROWS} rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
     const candidate = (await resolveCandidate(candidateFile, { policyDir })).sources;
@@ -156,6 +169,33 @@ export default async function run() {
     console.error(`policy-replay: changed ${last.report.changed} (${last.report.transitions.filter((t) => t.from !== t.to).map((t) => `${t.from} -> ${t.to}: ${t.count}`).join(', ')}), drift ${last.report.drift}`);
     const s = median(withBaseline);
     const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+    const store = {};
+    if (await postgresReachable()) {
+      await withDatabase(async (url) => {
+        const { openPostgresStorage } = await import('../dist/ledger/postgres.js');
+        const w0 = performance.now();
+        await writeLedger(await openPostgresStorage(url), active);
+        console.error(`policy-replay: wrote ${ROWS} rows to PostgreSQL in ${((performance.now() - w0) / 1000).toFixed(1)} s`);
+        const { dbPath: _lmdb, ...common } = job;
+        const times = [];
+        const cpu = [];
+        let report = null;
+        for (let r = 0; r < RUNS; r++) {
+          const started = performance.now();
+          const used = process.cpuUsage();
+          report = await runStoreReplay({ ...common, databaseUrl: url });
+          const u = process.cpuUsage(used);
+          times.push((performance.now() - started) / 1000);
+          cpu.push((u.user + u.system) / ROWS);
+          if (report.rows.scanned !== ROWS) throw new Error(`central-store replay scanned ${report.rows.scanned} rows, expected ${ROWS}`);
+        }
+        // The same rows decided by the same code: the two stores must report the same transitions.
+        if (JSON.stringify(report.transitions) !== JSON.stringify(last.report.transitions)) throw new Error('the central-store replay reports other transitions than the LMDB one');
+        store['policy replay rows/s, PostgreSQL'] = Math.round(ROWS / median(times));
+        store[`policy replay ${ROWS / 1000}k rows s, PostgreSQL`] = round(median(times));
+        store['policy replay cpu us/row, PostgreSQL'] = round(median(cpu), 1);
+      });
+    }
     return {
       'policy replay rows/s': Math.round(ROWS / s),
       [`policy replay ${ROWS / 1000}k rows s`]: round(s),
@@ -165,6 +205,7 @@ export default async function run() {
       // process.cpuUsage() counts every thread: the workers' start-up and chunk seams show up here.
       'policy replay cpu us/row, default threads': round(median(defaultCpu), 1),
       'policy replay rows/s, no baseline': Math.round(ROWS / median(storedOnly)),
+      ...store,
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

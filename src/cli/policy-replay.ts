@@ -6,18 +6,22 @@ import { loadGoldenRules } from '../policy/golden.js';
 import { loadManifestDir } from '../policy/manifest-files.js';
 import { SKIP_REASONS, type ReplayReport, type Transition } from '../policy/replay.js';
 import { activePolicySet, CandidateError, resolveCandidate, type CandidateDeps, type ResolvedCandidate } from '../policy/replay-candidate.js';
-import { runReplay } from '../policy/replay-run.js';
-import { openLedgerReader, ReplaySourceError } from '../policy/replay-source.js';
+import { runReplay, runStoreReplay } from '../policy/replay-run.js';
+import { ReplaySourceError } from '../policy/replay-row.js';
+import { openLedgerReader } from '../policy/replay-source.js';
+import { openStoreReader } from '../policy/replay-source-postgres.js';
 import { PolicyLoadError } from '../policy/errors.js';
 import { compilePolicySet, type PolicySource } from '../policy/pack.js';
 import { activeSources as storedActiveSources, KvPolicyVersionStore, PolicyRefError, resolvePolicySources } from '../policy/version-store.js';
 
 export const POLICY_REPLAY_USAGE = `Usage: gov policy replay --version <v> [--since <time>] [--agent <glob>] [--baseline <v>|none]
-                         [--db DIR] [--policies DIR] [--manifests DIR] [--examples N] [--threads N] [--json]
+                         [--db DIR | --database-url URL] [--policies DIR] [--manifests DIR] [--examples N]
+                         [--threads N] [--json]
 
 Re-decides the stored validate, pre_check and post_check rows of the ledger under a candidate policy set and
 reports how the decisions would change, before anyone activates it. Reads the ledger read-only (the gateway
-or sidecar may keep running); writes nothing.
+or sidecar may keep running); writes nothing. On a central PostgreSQL store it reads the gateways' rows and
+every sidecar chain replicated to it, in one read-only snapshot.
 
   --version <v>    the candidate: a directory of packs (the whole set), or one pack file (the active set
                    with the pack of the same name replaced by it, or added)
@@ -25,11 +29,14 @@ or sidecar may keep running); writes nothing.
                    active packs of --policies); none: compare with the stored outcomes only
   --since <time>   only rows at or after an ISO 8601 time, or a duration back from now (30m, 24h, 7d)
   --agent <glob>   only rows of agents matching the glob (picomatch, e.g. 'billing-*')
-  --db DIR         the ledger (default GOV_DB_PATH, else GOV_EMBED_DB, else .gov/ledger)
+  --db DIR         an LMDB ledger (default, when GOV_DATABASE_URL is unset: GOV_DB_PATH, else GOV_EMBED_DB,
+                   else .gov/ledger)
+  --database-url URL
+                   the central PostgreSQL store (default GOV_DATABASE_URL when --db is not given)
   --policies DIR   the active packs (default GOV_POLICY_DIR, else ./policies)
   --manifests DIR  agent manifests and golden rules (default GOV_MANIFEST_DIR, else ./manifests)
   --examples N     example envelopes per changed transition (default 5)
-  --threads N      threads in all, 1-4 (default: 1 below 20,000 rows, else one per core, at most 4)
+  --threads N      threads in all, 1-4 (default: 1 below 20,000 rows, else one per core, at most 4); LMDB only
   --json           print one JSON object instead of the table
 
 Encrypted payloads are read with GOV_AUDIT_ENCRYPTION_KEY; without it they are counted as undecryptable.
@@ -103,6 +110,7 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
         since: { type: 'string' },
         agent: { type: 'string' },
         db: { type: 'string' },
+        'database-url': { type: 'string' },
         policies: { type: 'string' },
         manifests: { type: 'string' },
         examples: { type: 'string' },
@@ -131,8 +139,15 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     if (agent !== null && agent.trim() === '') throw new UsageError('--agent must be a non-empty glob');
     const policyDir = (values.policies as string | undefined) ?? env.GOV_POLICY_DIR ?? 'policies';
     const manifestDir = (values.manifests as string | undefined) ?? env.GOV_MANIFEST_DIR ?? 'manifests';
-    const dbPath = (values.db as string | undefined) ?? env.GOV_DB_PATH ?? env.GOV_EMBED_DB ?? '.gov/ledger';
-    if (dbPath === ':memory:') throw new UsageError('the ledger is :memory:, nothing is stored to replay; give --db');
+    const dbFlag = values.db as string | undefined;
+    const urlFlag = values['database-url'] as string | undefined;
+    if (dbFlag !== undefined && urlFlag !== undefined) throw new UsageError('give --db (an LMDB ledger) or --database-url (the central store), not both');
+    if (urlFlag !== undefined && urlFlag.trim() === '') throw new UsageError('--database-url must be a postgres:// URL');
+    // As the gateway chooses its store: GOV_DATABASE_URL, when set, is where the history is.
+    const databaseUrl = urlFlag ?? (dbFlag === undefined && env.GOV_DATABASE_URL?.trim() ? env.GOV_DATABASE_URL : null);
+    if (databaseUrl !== null && threads !== undefined) throw new UsageError('--threads applies to an LMDB ledger; the central store is replayed on one thread as its rows arrive');
+    const dbPath = dbFlag ?? env.GOV_DB_PATH ?? env.GOV_EMBED_DB ?? '.gov/ledger';
+    if (databaseUrl === null && dbPath === ':memory:') throw new UsageError('the ledger is :memory:, nothing is stored to replay; give --db');
     let key: Buffer | undefined;
     const keyText = env.GOV_AUDIT_ENCRYPTION_KEY;
     if (keyText !== undefined && keyText.trim() !== '') {
@@ -145,7 +160,7 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
 
     // Stored versions and the active set come from the ledger's version store, read in its own snapshot
     // and closed before the replay opens the ledger.
-    const reader = existsSync(join(dbPath, 'data.mdb')) ? openLedgerReader(dbPath, key) : null;
+    const reader = databaseUrl !== null ? await openStoreReader(databaseUrl, key) : existsSync(join(dbPath, 'data.mdb')) ? openLedgerReader(dbPath, key) : null;
     let candidate: ResolvedCandidate;
     let baseline: ResolvedCandidate | null;
     const baselineRef = (values.baseline as string | undefined) ?? null;
@@ -165,8 +180,7 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     }
 
     await loadGoldenRules(manifestDir); // refused here, with its file and reason, rather than in a worker
-    const report = await runReplay({
-      dbPath,
+    const job = {
       encryptionKey: key ?? null,
       candidate: candidate.sources,
       baseline: baseline?.sources ?? null,
@@ -175,10 +189,10 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
       since: since?.toISOString() ?? null,
       agent,
       examples,
-      ...(threads !== undefined ? { threads } : {}),
-    });
+    };
+    const report = databaseUrl !== null ? await runStoreReplay({ ...job, databaseUrl }) : await runReplay({ ...job, dbPath, ...(threads !== undefined ? { threads } : {}) });
     if (values.json) {
-      process.stdout.write(`${JSON.stringify({ ledger: dbPath, candidate: { ref: version, description: candidate.description }, baseline: baseline === null ? null : { ref: baselineRef ?? 'active', description: baseline.description }, ...report })}\n`);
+      process.stdout.write(`${JSON.stringify({ ledger: databaseUrl !== null ? withoutPassword(databaseUrl) : dbPath, candidate: { ref: version, description: candidate.description }, baseline: baseline === null ? null : { ref: baselineRef ?? 'active', description: baseline.description }, ...report })}\n`);
     } else {
       process.stdout.write(formatReplayReport(report, candidate.description, baseline?.description ?? null));
     }
@@ -187,6 +201,17 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     const known = e instanceof UsageError || e instanceof CandidateError || e instanceof ReplaySourceError || (e as Error).name === 'PolicyLoadError';
     process.stderr.write(`gov policy replay: ${(e as Error).message}\n`);
     return known ? 2 : 1;
+  }
+}
+
+/** The store's address as a report may print it: a password in the URL is never echoed. */
+export function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgresql';
   }
 }
 

@@ -8,6 +8,7 @@ import { compilePolicySet, type PolicySource } from './pack.js';
 import { policyDifference } from './replay-difference.js';
 import { mergeReplayReports, replay, type ReplayOptions, type ReplayReport } from './replay.js';
 import { openLedgerReader, type LedgerReader } from './replay-source.js';
+import { openStoreReader } from './replay-source-postgres.js';
 
 /**
  * Runs a replay over an LMDB ledger, on this thread alone or split across worker threads. The rows up to
@@ -62,17 +63,19 @@ export interface WorkerInput {
 
 export type WorkerMessage = { chunk: number; report: ReplayReport } | { done: true } | { error: string };
 
-/** Compiles the sets, loads golden rules, opens the ledger: what each thread needs to replay a chunk. */
-export async function prepareReplay(job: WorkerInput['job']): Promise<{ reader: LedgerReader; options: ReplayOptions }> {
+/** What every thread's replay shares, whatever it reads rows from: the compiled sets, golden rules, manifests. */
+export async function replayOptions(
+  job: Omit<WorkerInput['job'], 'dbPath' | 'encryptionKey'>,
+  registered: Array<{ agent_id: string; manifest: Manifest }>,
+): Promise<ReplayOptions> {
   const golden = await loadGoldenRules(job.manifestDir);
   const candidate = { policies: compilePolicySet(job.candidate), golden, config: SCORING_CONFIG };
   const baseline = job.baseline === null ? null : { policies: compilePolicySet(job.baseline), golden, config: SCORING_CONFIG };
   const difference = baseline === null || job.fullBaseline ? null : policyDifference({ set: candidate.policies, sources: job.candidate }, { set: baseline.policies, sources: job.baseline! });
-  const reader = openLedgerReader(job.dbPath, job.encryptionKey ? Buffer.from(job.encryptionKey) : undefined);
   const manifests = new Map<string, Manifest>();
   for (const m of job.manifests) manifests.set(m.agent_id, m.manifest);
   // Registered over the API wins over a file, as in the gateway's ManifestRegistry.
-  for (const m of reader.registeredManifests()) manifests.set(m.agent_id, m.manifest);
+  for (const m of registered) manifests.set(m.agent_id, m.manifest);
   // Compiled once per agent, as the gateway's ManifestRegistry does; a schema this build cannot compile is skipped.
   const schemas = new Map<string, OutputSchemaValidator | null>();
   const outputSchema = (agentId: string): OutputSchemaValidator | null => {
@@ -89,19 +92,27 @@ export async function prepareReplay(job: WorkerInput['job']): Promise<{ reader: 
     return schemas.get(agentId)!;
   };
   return {
-    reader,
-    options: {
-      candidate,
-      baseline,
-      manifest: (agentId) => manifests.get(agentId) ?? null,
-      outputSchema,
-      since: job.since === null ? null : new Date(job.since),
-      agent: job.agent,
-      examples: job.examples,
-      lookup: (id) => reader.byEnvelope(id),
-      difference,
-    },
+    candidate,
+    baseline,
+    manifest: (agentId) => manifests.get(agentId) ?? null,
+    outputSchema,
+    since: job.since === null ? null : new Date(job.since),
+    agent: job.agent,
+    examples: job.examples,
+    difference,
   };
+}
+
+/** Compiles the sets, loads golden rules, opens the ledger: what each thread needs to replay a chunk. */
+export async function prepareReplay(job: WorkerInput['job']): Promise<{ reader: LedgerReader; options: ReplayOptions }> {
+  const reader = openLedgerReader(job.dbPath, job.encryptionKey ? Buffer.from(job.encryptionKey) : undefined);
+  try {
+    const options = await replayOptions(job, reader.registeredManifests());
+    return { reader, options: { ...options, lookup: (id) => reader.byEnvelope(id) } };
+  } catch (e) {
+    await reader.close();
+    throw e;
+  }
 }
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './replay-worker.ts' : './replay-worker.js', import.meta.url);
@@ -172,6 +183,35 @@ export async function runReplay(job: ReplayJob): Promise<RunReport> {
       await Promise.all(workers.map((w) => w.terminate()));
     }
     return { ...mergeReplayReports(reports, job.examples, performance.now() - started), threads: busy.size };
+  } finally {
+    await reader.close();
+  }
+}
+
+/** Rows fetched per statement from PostgreSQL: ~1-3 MB of rows, a round trip per ~50-100 ms of replay. */
+const STORE_BATCH_ROWS = 2000;
+
+export interface StoreReplayJob extends Omit<ReplayJob, 'dbPath' | 'threads' | 'chunkRows' | 'inThread'> {
+  /** The central store (postgres://…), read in one read-only snapshot. */
+  databaseUrl: string;
+  /** Rows per fetched batch (default STORE_BATCH_ROWS; tests use small ones so batches split pairs). */
+  batchRows?: number;
+}
+
+/**
+ * Runs a replay over the central PostgreSQL store: the gateway's rows and every replicated sidecar chain, on
+ * this thread, batch by batch as they arrive. Each batch is replayed exactly as a chunk of the threaded LMDB
+ * replay is, and the reports are merged in the order read, so the report does not depend on the batch size.
+ */
+export async function runStoreReplay(job: StoreReplayJob): Promise<RunReport> {
+  const started = performance.now();
+  const reader = await openStoreReader(job.databaseUrl, job.encryptionKey ?? undefined);
+  try {
+    const options = await replayOptions(job, await reader.registeredManifests());
+    const reports: ReplayReport[] = [];
+    for await (const batch of reader.batches(Math.max(1, job.batchRows ?? STORE_BATCH_ROWS))) reports.push(replay(batch.rows, { ...options, lookup: batch.lookup }));
+    if (reports.length === 0) reports.push(replay([], options));
+    return { ...mergeReplayReports(reports, job.examples, performance.now() - started), threads: 1 };
   } finally {
     await reader.close();
   }

@@ -1,14 +1,12 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type RootDatabase } from 'lmdb';
-import type { RowHeader } from '../contracts/audit.js';
 import type { Manifest } from '../contracts/manifest.js';
 import type { KvStore } from '../ledger/port.js';
-import { hmacSha256Latin1 } from '../ledger/chain.js';
 import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows } from '../ledger/lmdb-layout.js';
-import { keyFingerprint, openPayload } from '../ledger/payload-cipher.js';
-import { FLAG_ENCRYPTED, FLAG_ERASED, HASH_BYTES, readRowLayout } from '../ledger/row-format.js';
-import type { PayloadRead, ReplayRow } from './replay.js';
+import { keyFingerprint } from '../ledger/payload-cipher.js';
+import type { ReplayRow } from './replay.js';
+import { replayRow, ReplaySourceError } from './replay-row.js';
 
 /**
  * The stored rows of an LMDB ledger, read for `gov policy replay` without ever writing: the environment is
@@ -16,8 +14,6 @@ import type { PayloadRead, ReplayRow } from './replay.js';
  * ledger meanwhile is one more LMDB reader's worth of concern), and every row is read inside one read
  * snapshot, so rows the writer appends during the replay are not seen and nothing shifts underneath.
  */
-
-export class ReplaySourceError extends Error {}
 
 export interface LedgerReader {
   /**
@@ -37,45 +33,6 @@ export interface LedgerReader {
 }
 
 const KV_MANIFESTS = 'manifests';
-
-function decodePayload(b: Buffer, payloadKey: Buffer | undefined): PayloadRead {
-  const layout = readRowLayout(b);
-  if (layout === null) return { state: 'damaged' };
-  if (layout.flags & FLAG_ERASED) return { state: 'erased' };
-  let plain: Uint8Array | null = b.subarray(layout.payloadStart, layout.payloadEnd);
-  if (layout.flags & FLAG_ENCRYPTED) {
-    if (payloadKey === undefined) return { state: 'undecryptable' };
-    plain = openPayload(payloadKey, b.subarray(layout.commitmentStart, layout.commitmentStart + HASH_BYTES), plain);
-    if (plain === null) return { state: 'damaged' };
-  }
-  // The commitment check costs ~1 µs and keeps a payload altered on disk out of the comparison.
-  const recomputed = hmacSha256Latin1(b.subarray(layout.saltStart, layout.saltEnd), plain);
-  if (b.toString('latin1', layout.commitmentStart, layout.commitmentStart + HASH_BYTES) !== recomputed) return { state: 'damaged' };
-  try {
-    return { state: 'ok', value: JSON.parse(Buffer.from(plain.buffer, plain.byteOffset, plain.byteLength).toString('utf8')) };
-  } catch {
-    return { state: 'damaged' };
-  }
-}
-
-function headerOf(b: Buffer, seq: number): RowHeader {
-  const layout = readRowLayout(b);
-  if (layout === null) throw new ReplaySourceError(`stored row ${seq} is not a valid ledger row; run the chain verification to locate the damage`);
-  try {
-    const h = JSON.parse(b.toString('utf8', layout.headerStart, layout.headerEnd)) as RowHeader;
-    // Rows written before rows carried a source have none in their header.
-    h.source ??= null;
-    return h;
-  } catch {
-    throw new ReplaySourceError(`stored row ${seq} has an unreadable header; run the chain verification to locate the damage`);
-  }
-}
-
-/** Zero-copy row value → ReplayRow; the payload closure must run before the next read (the core does). */
-function replayRow(value: Buffer, seq: number, payloadKey: Buffer | undefined): ReplayRow {
-  const header = headerOf(value, seq);
-  return { header, payload: () => decodePayload(value, payloadKey) };
-}
 
 /**
  * Opens the ledger at `path` read-only. `encryptionKey` decrypts encrypted payloads; without one they are

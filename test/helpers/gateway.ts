@@ -23,6 +23,8 @@ const databases = new Map<string, TestDatabase>();
 export interface TestGateway {
   /** The store this gateway's ledger is in (a test asserting something only one store has checks it). */
   backend: LedgerBackend;
+  /** The PostgreSQL store's URL on that backend, else null. */
+  databaseUrl: string | null;
   url: string;
   token: string | null;
   dir: string;
@@ -125,6 +127,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   return {
     storedBytes,
     backend,
+    databaseUrl: settings.databaseUrl,
     url,
     token: composed.token,
     dir,

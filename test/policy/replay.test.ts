@@ -11,111 +11,14 @@ import { activePolicySet, resolveCandidate } from '../../src/policy/replay-candi
 import { openLedgerReader } from '../../src/policy/replay-source.js';
 import { runReplay } from '../../src/policy/replay-run.js';
 import { parseSince } from '../../src/cli/policy-replay.js';
-import { preCheckExample, startGateway, workedExample, type TestGateway } from '../helpers/gateway.js';
+import { startGateway } from '../helpers/gateway.js';
+import { CANDIDATE_RULES, cliEnv, count, refundExample, replayJson, ROOT, writeLedger } from '../helpers/replay-ledger.js';
 import { runCli } from '../helpers/gov-process.js';
 
 /**
  * `gov policy replay` over a ledger written through the real gateway over HTTP: a candidate pack that
  * blocks what the active one approved, and the transitions, examples, filters and skips it must report.
  */
-
-const ROOT = process.cwd();
-const CANDIDATE_RULES = `
-  - id: refund-promise
-    description: The answer promises a refund
-    targets: [output]
-    pattern: "refund (is|has been) (approved|issued)"
-    flags: i
-    effect: block
-  - id: order-9999-frozen
-    description: Order 9999 is frozen
-    when:
-      some: tool_calls
-      where: { path: args.order_id, eq: "9999" }
-    effect: block
-`;
-
-function refundExample(agent = 'support-bot'): Record<string, any> {
-  const ex = workedExample({ agent_id: agent });
-  ex.output.answer += ' Your refund has been approved.';
-  return ex;
-}
-
-interface Written {
-  gw: TestGateway;
-  dir: string;
-  policyDir: string;
-  candidateFile: string;
-  ids: Record<string, string>;
-}
-
-/** Phase A on 2026-01-10, phase B on 2026-02-10 (the gateway's clock), as listed in the comments. */
-async function writeLedger(t: any, env: Record<string, string> = {}): Promise<Written> {
-  const dir = mkdtempSync(join(tmpdir(), 'gov-replay-'));
-  const policyDir = join(dir, 'policies');
-  mkdirSync(policyDir);
-  copyFileSync(join(ROOT, 'policies/default.yaml'), join(policyDir, 'default.yaml'));
-  const candidateFile = join(dir, 'default-next.yaml');
-  writeFileSync(candidateFile, readFileSync(join(ROOT, 'policies/default.yaml'), 'utf8').replace(/^version: .*$/m, 'version: 1.9.0') + CANDIDATE_RULES);
-  let now = new Date('2026-01-10T09:00:00Z');
-  const gw = await startGateway({ dir, clock: () => now, env: { GOV_POLICY_DIR: policyDir, ...env } });
-  t.teardown(async () => {
-    await gw.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const ids: Record<string, string> = {};
-  const call = async (name: string, path: string, body: unknown, outcome: string) => {
-    const res = await gw.request('POST', path, { body });
-    t.equal(res.status, 200, `${name}: ${res.text}`);
-    t.equal(res.body.decision.outcome, outcome, `${name} stored as ${outcome}`);
-    ids[name] = res.body.envelope_id;
-    return res.body;
-  };
-  // The billing agents are registered over the API (kept in the ledger's store, which the replay reads).
-  for (const agent of ['billing-eu', 'billing-us']) {
-    const m = await gw.request('PUT', `/v1/agents/${agent}/manifest`, { body: { business_impact: 20, tools: [{ name: 'lookup_order', scopes: ['orders:read'], max_calls: 5, severity: 10 }] } });
-    t.equal(m.status, 200, m.text);
-  }
-  // Phase A.
-  await call('R1', '/v1/runtime/validate', refundExample(), 'approve');
-  await call('R2', '/v1/runtime/validate', refundExample(), 'approve');
-  await call('R3', '/v1/runtime/validate', refundExample('billing-eu'), 'approve');
-  await call('V1', '/v1/runtime/validate', workedExample(), 'approve');
-  await call('V2', '/v1/runtime/validate', workedExample({ agent_id: 'billing-us' }), 'approve');
-  await call('P1', '/v1/runtime/pre-check', preCheckExample({ params: { order_id: '9999' } }), 'approve');
-  await call('P2', '/v1/runtime/pre-check', preCheckExample(), 'approve');
-  await gw.request('POST', '/v1/runtime/kill-switch', { body: { active: true, reason: 'replay test' } });
-  await call('K', '/v1/runtime/validate', refundExample(), 'block');
-  await gw.request('POST', '/v1/runtime/kill-switch', { body: { active: false } });
-  // Phase B.
-  now = new Date('2026-02-10T09:00:00Z');
-  await call('R4', '/v1/runtime/validate', refundExample(), 'approve');
-  const plain = workedExample();
-  await call('P1post', '/v1/runtime/post-check', { pre_check_envelope_id: ids.P1, execution: plain.execution, output: plain.output }, 'approve');
-  const refund = refundExample();
-  await call('P2post', '/v1/runtime/post-check', { pre_check_envelope_id: ids.P2, execution: refund.execution, output: refund.output }, 'approve');
-  await call('E', '/v1/runtime/validate', refundExample(), 'approve');
-  t.equal(await gw.composed.storage.ledger.erasePayload!(ids.E), true, 'E erased');
-  return { gw, dir, policyDir, candidateFile, ids };
-}
-
-function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
-  delete env.GOV_AUDIT_ENCRYPTION_KEY;
-  delete env.GOV_DB_PATH;
-  delete env.GOV_EMBED_DB;
-  return { ...env, ...extra };
-}
-
-async function replayJson(w: Written, args: string[], env: Record<string, string> = {}): Promise<any> {
-  const r = await runCli(['policy', 'replay', '--db', join(w.dir, 'ledger'), '--policies', w.policyDir, '--json', ...args], cliEnv(env), 60_000);
-  if (r.code !== 0) throw new Error(`gov policy replay exited ${r.code}: ${r.stderr}`);
-  return JSON.parse(r.stdout);
-}
-
-function count(list: Array<{ from: string; to: string; count: number }>, from: string, to: string): number {
-  return list.find((x) => x.from === from && x.to === to)?.count ?? 0;
-}
 
 t.test('a stored version published over the API (not active) is replayed by reference, and an exact set by its policy_version', async (t) => {
   const w = await writeLedger(t);
