@@ -181,9 +181,9 @@ export async function activeSources(store: PolicyVersionStore): Promise<PolicySo
  *   `default@1.4.0` means "what would change if default@1.4.0 were activated".
  * Throws PolicyRefError (unknown version, digest mismatch, malformed) or PolicyLoadError (the packs clash).
  */
-export async function resolvePolicySet(store: PolicyVersionStore, ref: string): Promise<PolicySet> {
+export async function resolvePolicySet(store: PolicyVersionStore, ref: string, compile: (sources: PolicySource[]) => PolicySet = compilePolicySet): Promise<PolicySet> {
   const { sources, digest } = await resolvePolicySources(store, ref);
-  const set = compilePolicySet(sources);
+  const set = compile(sources);
   if (digest !== null && !set.version.endsWith(`#${digest}`)) {
     throw new PolicyRefError('digest_mismatch', `"${ref}" does not match the stored content of those versions (they compile to ${set.version})`);
   }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { newEnvelopeId } from '../ledger/envelope-id.js';
 import type { Ledger } from '../ledger/port.js';
 import { PolicyLoadError, type PolicyProblem } from '../policy/errors.js';
@@ -87,9 +88,49 @@ interface CheckedFile {
  * are one step), appended to the ledger as a `policy` row and committed before it takes effect or is
  * answered. Files and the API meet here; the rules are in docs/policies.md ("Files and the API").
  */
+/**
+ * Compiling a set costs ~20 ms for the default pack (its detectors and regexes), every time a dry run names a
+ * version; a tester iterating on one candidate names the same few sets again and again. Sets are kept by
+ * their content (a published name@version never changes, and the key is the sources themselves, so a set
+ * whose active part moved on is another key), least recently used out first.
+ */
+const COMPILED_SETS_KEPT = 16;
+
+export class CompiledSetCache {
+  private readonly sets = new Map<string, PolicySet>();
+  hits = 0;
+  misses = 0;
+
+  constructor(private readonly capacity: number) {}
+
+  get(sources: PolicySource[]): PolicySet {
+    const h = createHash('sha256');
+    for (const s of sources) h.update(`${s.origin}\u0000${s.format ?? 'yaml'}\u0000${s.text.length}\u0000`).update(s.text);
+    const key = h.digest('hex');
+    const kept = this.sets.get(key);
+    if (kept !== undefined) {
+      this.hits++;
+      this.sets.delete(key);
+      this.sets.set(key, kept);
+      return kept;
+    }
+    this.misses++;
+    const set = compilePolicySet(sources);
+    this.sets.set(key, set);
+    if (this.sets.size > this.capacity) this.sets.delete(this.sets.keys().next().value as string);
+    return set;
+  }
+
+  get size(): number {
+    return this.sets.size;
+  }
+}
+
 export class PolicyRegistry {
   private active: PolicySet = emptyPolicySet();
   private queue: Promise<unknown> = Promise.resolve();
+  /** Sets named by dry runs (`policy_version` on POST /v1/policy/evaluate), compiled once each. */
+  readonly compiledSets = new CompiledSetCache(COMPILED_SETS_KEPT);
 
   constructor(private readonly d: PolicyRegistryDeps) {}
 
@@ -368,6 +409,6 @@ export class PolicyRegistry {
   /** The set a reference names (version-store.ts resolvePolicySet); `active` is the compiled set in memory. */
   async resolve(ref: string): Promise<PolicySet> {
     if (ref === '' || ref === 'active' || ref === this.active.version) return this.active;
-    return resolvePolicySet(this.d.store, ref);
+    return resolvePolicySet(this.d.store, ref, (sources) => this.compiledSets.get(sources));
   }
 }

@@ -116,3 +116,29 @@ t.test('a published version must be usable as a key', async (t) => {
   const reg = new PolicyRegistry({ store: new KvPolicyVersionStore(storage.kv), ledger: storage.ledger, clock: () => new Date(), scoreVersion: 's' });
   await t.rejects(reg.publish({ origin: 'x', text: 'pack: p\nversion: "1 0"\nrules: []\n' }, api), PolicyLoadError);
 });
+
+t.test('dry runs naming a version compile each set once, the least recently used out past the bound', async (t) => {
+  const storage = openMemoryStorage();
+  t.teardown(() => storage.close());
+  const reg = new PolicyRegistry({ store: new KvPolicyVersionStore(storage.kv), ledger: storage.ledger, clock: () => new Date(), scoreVersion: 's' });
+  await reg.syncFiles([file('1.0.0')], true);
+  for (let i = 1; i <= 17; i++) await reg.publish(file(`2.0.${i}`, `w${i}`), api);
+  t.equal(await reg.resolve('active'), reg.current(), 'the active set is never compiled again');
+  const first = await reg.resolve('base@2.0.1');
+  t.same(first.rules.map((r) => r.id), ['no-w1']);
+  t.equal(await reg.resolve('base@2.0.1'), first, 'the same reference: the same compiled set');
+  t.equal(await reg.resolve(first.version), first, 'and its exact policy_version: the same content, the same set');
+  t.same([reg.compiledSets.misses, reg.compiledSets.hits], [1, 2]);
+  await t.rejects(reg.resolve(first.version.replace(/#.*/, '#ffffffffff')), { name: 'PolicyRefError' }, 'a forged digest is still refused on a cached set');
+  // Sixteen other sets, first touched again midway so that it is not the oldest when the bound is passed.
+  for (let i = 2; i <= 17; i++) {
+    await reg.resolve(`base@2.0.${i}`);
+    if (i === 9) t.equal(await reg.resolve('base@2.0.1'), first, 'still kept');
+  }
+  t.equal(reg.compiledSets.size, 16, 'at most 16 kept');
+  t.equal(await reg.resolve('base@2.0.1'), first, 'recently used: kept');
+  const missesBefore = reg.compiledSets.misses;
+  const second = await reg.resolve('base@2.0.2');
+  t.equal(reg.compiledSets.misses, missesBefore + 1, 'the least recently used set was dropped and is compiled again');
+  t.same(second.rules.map((r) => r.id), ['no-w2']);
+});
