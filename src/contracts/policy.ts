@@ -147,6 +147,25 @@ export const ActivateResponse = z.object({
   rollback: z.boolean(),
 });
 
+/**
+ * Several packs moved in one step: one compile of the resulting set, so packs that only fit together (a rule
+ * moved from one pack to another) never clash halfway and no decision sees half the change.
+ */
+export const ActivateSetRequest = z.strictObject({
+  packs: z
+    .array(z.strictObject({ name: PackName, version: PackVersion.nullable() }))
+    .min(1)
+    .max(64)
+    .refine((list) => new Set(list.map((p) => p.name)).size === list.length, 'each pack at most once'),
+});
+
+export const ActivateSetResponse = z.object({
+  /** The active set from the next decision on. */
+  policy_version: z.string(),
+  /** One entry per pack of the request, in its order. */
+  packs: z.array(ActivateResponse),
+});
+
 export const DiffQuery = z.object({ from: PackVersion, to: PackVersion });
 
 const FieldChange = z.object({ field: z.string(), from: z.unknown(), to: z.unknown() });

@@ -272,6 +272,22 @@ export class PolicyRegistry {
   }
 
   /**
+   * Moves several packs at once (null: deactivate): the set they make together is compiled once and swapped in
+   * whole, so packs that only fit together never clash halfway. Every name must be published at that version
+   * (or, for null, be active); otherwise nothing changes.
+   */
+  activateSet(changes: Array<{ name: string; version: string | null }>, by: PolicyActor): Promise<ActivateResult[]> {
+    return this.serial(async () => {
+      const active = new Set((await this.d.store.activePointers()).filter((p) => p.version !== null).map((p) => p.name));
+      for (const c of changes) {
+        if (c.version !== null && (await this.d.store.getVersion(c.name, c.version)) === null) throw new PolicyRefError('not_found', `no published version ${packRef(c.name, c.version)}`);
+        if (c.version === null && !active.has(c.name)) throw new PolicyRefError('not_found', `pack ${c.name} is not active`);
+      }
+      return this.applyPointers(changes, by, 'api');
+    });
+  }
+
+  /**
    * Brings the active set up to the store's pointers, which another replica on the same store may have
    * moved (activate, roll back, deactivate, a policy file it loaded). The core runs it with the kill switch's
    * refresh every GOV_STATE_REFRESH_MS (docs/deployment.md, "Shared state"). It runs in the serial queue, so

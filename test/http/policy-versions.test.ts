@@ -232,11 +232,72 @@ t.test('versions: publish, activate, roll back, diff, dry runs, ledger rows, res
   t.equal((await gw.request('GET', '/v1/audit/chain/verify')).body.valid, true);
 });
 
+t.test('a rule moving from one pack to another: activated together in one step, or refused whole', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-versions-set-'));
+  const policyDir = join(dir, 'policies');
+  const { mkdirSync } = await import('node:fs');
+  mkdirSync(policyDir);
+  const gw = await start(dir, policyDir);
+  t.teardown(async () => {
+    await gw.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const pack = (name: string, version: string, ids: string[]) =>
+    `pack: ${name}\nversion: ${version}\nrules:\n${ids.map((id) => `  - {id: ${id}, targets: output, pattern: ${id}-word, effect: block}\n`).join('')}`;
+  const publish = async (text: string) => t.equal((await gw.request('POST', '/v1/policy/packs', { rawBody: text, contentType: 'application/yaml' })).status, 201);
+  await publish(pack('a', '1.0.0', ['shared-rule', 'only-a']));
+  await publish(pack('b', '1.0.0', ['only-b']));
+  await publish(pack('a', '2.0.0', ['only-a']));
+  await publish(pack('b', '2.0.0', ['only-b', 'shared-rule']));
+  const first = await gw.request('POST', '/v1/policy/activate', { body: { packs: [{ name: 'a', version: '1.0.0' }, { name: 'b', version: '1.0.0' }] } });
+  t.equal(first.status, 200, first.text);
+  const v1 = first.body.policy_version;
+  t.match(v1, /^a@1\.0\.0\+b@1\.0\.0#/);
+  t.same(first.body.packs.map((p: any) => [p.name, p.version, p.previous_version, p.changed]), [['a', '1.0.0', null, true], ['b', '1.0.0', null, true]]);
+
+  // One pack at a time cannot move the rule: b@2 first clashes with a@1 (409, nothing changes).
+  const halfway = await gw.request('POST', '/v1/policy/packs/b/activate', { body: { version: '2.0.0' } });
+  t.equal(halfway.status, 409, halfway.text);
+  t.match(halfway.body.error.message, /shared-rule/);
+  t.equal((await gw.request('GET', '/v1/policy/packs')).body.policy_version, v1);
+
+  // Both in one step: no decision ever sees the rule twice or not at all.
+  const moved = await gw.request('POST', '/v1/policy/activate', { body: { packs: [{ name: 'b', version: '2.0.0' }, { name: 'a', version: '2.0.0' }] } });
+  t.equal(moved.status, 200, moved.text);
+  const v2 = moved.body.policy_version;
+  t.match(v2, /^a@2\.0\.0\+b@2\.0\.0#/);
+  t.same(moved.body.packs.map((p: any) => [p.name, p.version, p.previous_version, p.policy_version]), [['b', '2.0.0', '1.0.0', v2], ['a', '2.0.0', '1.0.0', v2]]);
+  const decided = await gw.request('POST', '/v1/runtime/validate', { body: workedExample({ output: { answer: 'the shared-rule-word again', sources: ['lookup_order'] } }) });
+  t.match(decided.body.decision, { outcome: 'block', policy_version: v2 });
+
+  // Rolled back together; and a set naming an unknown version, or a pack twice, changes nothing.
+  const back = await gw.request('POST', '/v1/policy/activate', { body: { packs: [{ name: 'a', version: '1.0.0' }, { name: 'b', version: '1.0.0' }] } });
+  t.equal(back.status, 200);
+  t.equal(back.body.policy_version, v1);
+  t.ok(back.body.packs.every((p: any) => p.rollback), 'both are rollbacks');
+  const head = (await gw.request('GET', '/v1/audit/executions?limit=1')).body;
+  const unknown = await gw.request('POST', '/v1/policy/activate', { body: { packs: [{ name: 'a', version: '2.0.0' }, { name: 'b', version: '9.9.9' }] } });
+  t.equal(unknown.status, 404);
+  t.match(unknown.body.error.message, /b@9\.9\.9/);
+  t.equal((await gw.request('POST', '/v1/policy/activate', { body: { packs: [{ name: 'a', version: '2.0.0' }, { name: 'a', version: '1.0.0' }] } })).status, 422);
+  t.equal((await gw.request('POST', '/v1/policy/activate', { body: { packs: [] } })).status, 422);
+  t.equal((await gw.request('POST', '/v1/policy/activate', { body: { packs: [{ name: 'c', version: null }] } })).status, 404, 'deactivating a pack that is not active');
+  t.same((await gw.request('GET', '/v1/audit/executions?limit=1')).body, head, 'refused sets write no row');
+  t.equal((await gw.request('GET', '/v1/policy/packs')).body.policy_version, v1);
+  t.equal((await gw.request('POST', '/v1/policy/activate', { token: 'k-dev', body: { packs: [{ name: 'a', version: '2.0.0' }] } })).status, 403, 'a Developer key may not change policy');
+
+  // Deactivating one and activating the other in one step.
+  const swap = await gw.request('POST', '/v1/policy/activate', { body: { packs: [{ name: 'a', version: null }, { name: 'b', version: '2.0.0' }] } });
+  t.equal(swap.status, 200, swap.text);
+  t.match(swap.body.policy_version, /^b@2\.0\.0#/);
+  t.equal((await gw.request('GET', '/v1/audit/chain/verify')).body.valid, true);
+});
+
 t.test('openapi documents the versioning routes', async (t) => {
   const gw = await startGateway();
   t.teardown(() => gw.close());
   const doc = (await gw.request('GET', '/openapi.json')).body;
-  for (const p of ['/v1/policy/packs', '/v1/policy/packs/{name}/versions', '/v1/policy/packs/{name}/versions/{version}', '/v1/policy/packs/{name}/activate', '/v1/policy/packs/{name}/deactivate', '/v1/policy/packs/{name}/diff', '/v1/policy/evaluate']) {
+  for (const p of ['/v1/policy/packs', '/v1/policy/packs/{name}/versions', '/v1/policy/packs/{name}/versions/{version}', '/v1/policy/packs/{name}/activate', '/v1/policy/packs/{name}/deactivate', '/v1/policy/packs/{name}/diff', '/v1/policy/evaluate', '/v1/policy/activate']) {
     t.ok(doc.paths[p], `${p} is documented`);
   }
   t.ok(doc.paths['/v1/policy/packs'].post.requestBody.content['application/yaml'], 'publishing documents the YAML body');

@@ -4,6 +4,8 @@ import type { z } from 'zod';
 import {
   ActivateRequest,
   ActivateResponse,
+  ActivateSetRequest,
+  ActivateSetResponse,
   DiffQuery,
   PackDiffResponse,
   PackHistoryResponse,
@@ -174,6 +176,22 @@ export const policyRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app
     const r = await mapped(() => registry.activate(req.params.name, req.body.version, actor(req)));
     if (r.changed) req.log.warn({ pack: r.name, version: r.version, previous_version: r.previous_version, rollback: r.rollback, by: req.principal?.subject }, 'policy version activated');
     return r;
+  });
+
+  app.post('/v1/policy/activate', {
+    config: { capability: 'policy.write' },
+    schema: {
+      tags: ['policy'],
+      summary: 'Activate, roll back or deactivate several packs in one step: the set they make is checked and swapped in whole, or nothing changes',
+      body: ActivateSetRequest,
+      response: { 200: ActivateSetResponse },
+    },
+  }, async (req) => {
+    const results = await mapped(() => registry.activateSet(req.body.packs, actor(req)));
+    for (const r of results) {
+      if (r.changed) req.log.warn({ pack: r.name, version: r.version, previous_version: r.previous_version, rollback: r.rollback, by: req.principal?.subject }, r.version === null ? 'policy pack deactivated' : 'policy version activated');
+    }
+    return { policy_version: results[0]!.policy_version, packs: results };
   });
 
   app.post('/v1/policy/packs/:name/deactivate', {
