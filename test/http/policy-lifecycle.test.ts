@@ -65,15 +65,15 @@ t.test('write, test, replay, publish, activate, see the version, roll back', asy
   t.match(tested.stdout, /2 passed, 0 failed/);
 
   // 3. Replay it against history before anyone activates it: the approved refund promise would escalate.
-  // (gov policy replay reads LMDB ledgers only, so the suite on the central store skips this step.)
-  let report: { candidate_version: string } | null = null;
-  if (gw.backend === 'lmdb') {
-    const replayed = await runCli(['policy', 'replay', '--db', join(dir, 'ledger'), '--version', join(next, 'default.yaml'), '--json'], process.env, 60_000);
-    t.equal(replayed.code, 0, replayed.stderr);
-    report = JSON.parse(replayed.stdout);
-    t.equal((report as any).transitions.find((x: any) => x.from === 'approve' && x.to === 'escalate')?.count, 1, 'one past approval would escalate');
-    t.equal((report as any).examples[0]?.envelope_id, before.body.envelope_id, 'and it names the envelope');
-  }
+  // On the central store the replay reads it through --database-url, as an operator of a fleet would.
+  const store = gw.databaseUrl !== null ? ['--database-url', gw.databaseUrl] : ['--db', join(dir, 'ledger')];
+  const env = { ...process.env };
+  delete env.GOV_DATABASE_URL;
+  const replayed = await runCli(['policy', 'replay', ...store, '--version', join(next, 'default.yaml'), '--json'], env, 60_000);
+  t.equal(replayed.code, 0, replayed.stderr);
+  const report: { candidate_version: string } = JSON.parse(replayed.stdout);
+  t.equal((report as any).transitions.find((x: any) => x.from === 'approve' && x.to === 'escalate')?.count, 1, 'one past approval would escalate');
+  t.equal((report as any).examples[0]?.envelope_id, before.body.envelope_id, 'and it names the envelope');
 
   // 4. Publish over the API: stored, not yet active; decisions keep the version they had.
   const pub = await gw.request('POST', '/v1/policy/packs', { rawBody: text, contentType: 'application/yaml' });
@@ -87,7 +87,7 @@ t.test('write, test, replay, publish, activate, see the version, roll back', asy
   const after = await gw.request('POST', '/v1/runtime/validate', { body: refundAnswer() });
   t.equal(after.body.decision.outcome, 'escalate');
   t.match(after.body.decision.policy_version, /^default@9\.0\.0#[0-9a-f]{10}$/);
-  if (report) t.equal(after.body.decision.policy_version, report.candidate_version, 'the version replayed is the version activated');
+  t.equal(after.body.decision.policy_version, report.candidate_version, 'the version replayed is the version activated');
   t.match(after.body.decision.reason, /refunds are promised by billing/);
   const row = await gw.request('GET', `/v1/audit/executions/${after.body.envelope_id}`);
   t.equal(row.body.policy_version, after.body.decision.policy_version, 'the audit row carries it too');
