@@ -5,16 +5,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGateway, workedExample, preCheckExample, type TestGateway } from './gateway.js';
 import { runCli } from './gov-process.js';
+import { loadManifestDir } from '../../src/policy/manifest-files.js';
+import { activePolicySet, resolveCandidate } from '../../src/policy/replay-candidate.js';
+import type { ReplayJob } from '../../src/policy/replay-run.js';
 
 export const ROOT = process.cwd();
-export const CANDIDATE_RULES = `
+/** The candidate's rule that blocks a promised refund, alone (the sidecar's test needs only this one). */
+export const REFUND_RULE = `
   - id: refund-promise
     description: The answer promises a refund
     targets: [output]
     pattern: "refund (is|has been) (approved|issued)"
     flags: i
     effect: block
-  - id: order-9999-frozen
+`;
+export const CANDIDATE_RULES = `${REFUND_RULE}  - id: order-9999-frozen
     description: Order 9999 is frozen
     when:
       some: tool_calls
@@ -104,6 +109,19 @@ export async function replayJson(w: Written, args: string[], env: Record<string,
 /** Where `gov policy replay` reads this gateway's history: its LMDB ledger, or its PostgreSQL store. */
 export function storeArgs(gw: TestGateway): string[] {
   return gw.databaseUrl !== null ? ['--database-url', gw.databaseUrl] : ['--db', join(gw.dir, 'ledger')];
+}
+
+/** An in-process replay job over this repository's manifests, with the written ledger's candidate and active set. */
+export async function replayJob(w: Written): Promise<Omit<ReplayJob, 'dbPath'>> {
+  return {
+    candidate: (await resolveCandidate(w.candidateFile, { policyDir: w.policyDir })).sources,
+    baseline: (await activePolicySet(w.policyDir)).sources,
+    manifestDir: join(ROOT, 'manifests'),
+    manifests: await loadManifestDir(join(ROOT, 'manifests/agents')),
+    since: null,
+    agent: null,
+    examples: 20,
+  };
 }
 
 export function count(list: Array<{ from: string; to: string; count: number }>, from: string, to: string): number {

@@ -7,15 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { withoutPassword } from '../../src/cli/policy-replay.js';
-import { loadManifestDir } from '../../src/policy/manifest-files.js';
-import { activePolicySet, resolveCandidate } from '../../src/policy/replay-candidate.js';
 import { replayRow } from '../../src/policy/replay-row.js';
 import { runStoreReplay } from '../../src/policy/replay-run.js';
 import { preCheckExample, startGateway, workedExample } from '../helpers/gateway.js';
 import { runCli } from '../helpers/gov-process.js';
 import { onPostgres } from '../helpers/postgres-backend.js';
 import { PG_ADMIN_URL, sqlOn } from '../helpers/postgres.js';
-import { cliEnv, count, refundExample, replayJson, ROOT, writeLedger } from '../helpers/replay-ledger.js';
+import { cliEnv, count, refundExample, replayJob, replayJson, writeLedger } from '../helpers/replay-ledger.js';
 
 t.test('a password in the store URL is never printed', async (t) => {
   t.equal(withoutPassword('postgres://gov:s3cret@db.internal:5432/gov'), 'postgres://gov:***@db.internal:5432/gov');
@@ -138,16 +136,7 @@ t.test('on the central store', async (t) => {
     t.equal(count(all.transitions, 'approve', 'block'), 7 + 3);
 
     // Batches of two rows split pre-checks from their post-checks in both tables: the same report.
-    const job = {
-      databaseUrl: url,
-      candidate: (await resolveCandidate(w.candidateFile, { policyDir: w.policyDir })).sources,
-      baseline: (await activePolicySet(w.policyDir)).sources,
-      manifestDir: join(ROOT, 'manifests'),
-      manifests: await loadManifestDir(join(ROOT, 'manifests/agents')),
-      since: null,
-      agent: null,
-      examples: 20,
-    };
+    const job = { ...(await replayJob(w)), databaseUrl: url };
     const strip = (x: Record<string, unknown>) => ({ ...x, elapsed_ms: 0, rows_per_second: 0 });
     const whole = await runStoreReplay(job);
     const small = await runStoreReplay({ ...job, batchRows: 2 });

@@ -7,8 +7,8 @@ import t from 'tap';
 import { openAiCompletion, startMockUpstream } from '../helpers/mock-upstreams.js';
 import { runCli } from '../helpers/gov-process.js';
 import { startSidecar } from '../helpers/sidecar.js';
+import { REFUND_RULE, ROOT } from '../helpers/replay-ledger.js';
 
-const ROOT = process.cwd();
 const REFUND = 'Thanks for reaching out. I am glad to tell you that your refund is issued to you today. ';
 const BENIGN = 'Thanks for reaching out about order 1234. I am glad to help you with that question today. ';
 
@@ -18,14 +18,7 @@ t.test('sidecar rows replay as pre_check/post_check rows', async (t) => {
   mkdirSync(policyDir);
   copyFileSync(join(ROOT, 'policies/default.yaml'), join(policyDir, 'default.yaml'));
   const candidate = join(dir, 'next.yaml');
-  writeFileSync(candidate, `${readFileSync(join(ROOT, 'policies/default.yaml'), 'utf8')}
-  - id: refund-promise
-    description: The answer promises a refund
-    targets: [output]
-    pattern: "refund (is|has been) (approved|issued)"
-    flags: i
-    effect: block
-`);
+  writeFileSync(candidate, `${readFileSync(join(ROOT, 'policies/default.yaml'), 'utf8')}${REFUND_RULE}`);
   let answer = REFUND;
   const mock = await startMockUpstream(() => ({ json: openAiCompletion(answer) }));
   const ledger = join(dir, 'ledger');

@@ -12,7 +12,7 @@ import { openLedgerReader } from '../../src/policy/replay-source.js';
 import { runReplay } from '../../src/policy/replay-run.js';
 import { parseSince } from '../../src/cli/policy-replay.js';
 import { startGateway } from '../helpers/gateway.js';
-import { CANDIDATE_RULES, cliEnv, count, refundExample, replayJson, ROOT, writeLedger } from '../helpers/replay-ledger.js';
+import { CANDIDATE_RULES, cliEnv, count, refundExample, replayJob, replayJson, ROOT, writeLedger } from '../helpers/replay-ledger.js';
 import { runCli } from '../helpers/gov-process.js';
 
 /**
@@ -166,16 +166,7 @@ t.test('a candidate that blocks what was approved, replayed while the gateway ru
   });
 
   t.test('split across worker threads in small chunks: the same report as one pass', async (t) => {
-    const job = {
-      dbPath: join(w.dir, 'ledger'),
-      candidate: (await resolveCandidate(w.candidateFile, { policyDir: w.policyDir })).sources,
-      baseline: (await activePolicySet(w.policyDir)).sources,
-      manifestDir: join(ROOT, 'manifests'),
-      manifests: await loadManifestDir(join(ROOT, 'manifests/agents')),
-      since: null,
-      agent: null,
-      examples: 3,
-    };
+    const job = { ...(await replayJob(w)), dbPath: join(w.dir, 'ledger'), examples: 3 };
     const strip = (r: Record<string, unknown>) => ({ ...r, elapsed_ms: 0, rows_per_second: 0, threads: 0 });
     const one = await runReplay({ ...job, threads: 1 });
     t.equal(one.threads, 1);
