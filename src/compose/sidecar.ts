@@ -3,6 +3,9 @@ import { agentIdentity } from '../config/agent-identity.js';
 import type { AdapterContext, Protocol } from '../proxy/protocol.js';
 import { ADAPTERS } from '../proxy/protocols/registry.js';
 import type { ProxyCore } from '../proxy/pipeline/call.js';
+import { ProxyLimits } from '../proxy/pipeline/limits.js';
+import { scopedLimiters } from '../runtime/rate-limit-scopes.js';
+import { storeDownReporter } from '../server/plugins/rate-limit.js';
 import { ProxyServer } from '../proxy/proxy-server.js';
 import { buildRouteTable, type RouteTable } from '../proxy/routes.js';
 import { ToolCallLinks } from '../proxy/tool-call-links.js';
@@ -84,7 +87,12 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     links,
     upstreamTimeoutMs: proxySettings.upstreamTimeoutMs,
     maxAnswerBytes: proxySettings.maxAnswerBytes,
+    limits: null,
   };
+  if (settings.rateLimitEnabled) {
+    const scoped = scopedLimiters(governed.limiter, storeDownReporter(governed.logger, governed.metrics));
+    core.limits = new ProxyLimits(scoped.proxy, scoped.tokens, governed.rateRules, () => governed.clock().getTime());
+  }
   const unnamed = new Map<string, Protocol | undefined>();
   const adapterOfKind = (kind: string) => {
     if (!unnamed.has(kind)) unnamed.set(kind, ADAPTERS[kind]?.({ kind, name: '' }, context)[0]);

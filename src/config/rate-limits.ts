@@ -13,6 +13,16 @@ export const RateLimitFile = z.strictObject({
   auth_per_ip: z.number().int().positive().default(20),
   /** Failed authentications per window per client IP, on any route, before that IP is refused with 429. */
   auth_failures_per_ip: z.number().int().positive().default(20),
+  /**
+   * LLM tokens (input plus output, from the provider's `usage`) per window per agent on the sidecar's LLM
+   * routes. `default: null` (the default): no budget; an override's glob matches agent ids as above.
+   */
+  token_budget: z
+    .strictObject({
+      default: z.number().int().positive().nullable().default(null),
+      agent_overrides: z.record(z.string(), z.number().int().positive()).default({}),
+    })
+    .default({ default: null, agent_overrides: {} }),
 });
 export type RateLimitFile = z.infer<typeof RateLimitFile>;
 
@@ -22,27 +32,32 @@ export interface RateLimitRules {
   authFailuresPerIp: number;
   /** Requests per window (rate + burst) for an X-Agent-ID bucket; the first matching glob wins. */
   limitFor(agentBucket: string): number;
+  /** LLM tokens per window for an agent on the sidecar's LLM routes, or null for none; the first matching glob wins. */
+  tokenBudgetFor(agentId: string): number | null;
+}
+
+/** First matching glob wins, else the default; answers cached per id (agents are few, calls many). */
+function perAgent<T>(overrides: Record<string, T>, fallback: T): (id: string) => T {
+  const globs = Object.entries(overrides).map(([glob, value]) => ({ match: picomatch(glob, { dot: true }), value }));
+  const cache = new Map<string, T>();
+  return (id) => {
+    let v = cache.get(id);
+    if (v === undefined && !cache.has(id)) {
+      v = globs.find((o) => o.match(id))?.value ?? fallback;
+      if (cache.size < 10_000) cache.set(id, v);
+    }
+    return v as T;
+  };
 }
 
 export function compileRateLimits(file: RateLimitFile): RateLimitRules {
-  const overrides = Object.entries(file.agent_overrides).map(([glob, spec]) => ({
-    match: picomatch(glob, { dot: true }),
-    limit: spec.rate + spec.burst,
-  }));
-  const fallback = file.default.rate + file.default.burst;
-  const cache = new Map<string, number>();
+  const limits = Object.fromEntries(Object.entries(file.agent_overrides).map(([glob, spec]) => [glob, spec.rate + spec.burst]));
   return {
     windowMs: file.window_seconds * 1000,
     authPerIp: file.auth_per_ip,
     authFailuresPerIp: file.auth_failures_per_ip,
-    limitFor(bucket) {
-      let limit = cache.get(bucket);
-      if (limit === undefined) {
-        limit = overrides.find((o) => o.match(bucket))?.limit ?? fallback;
-        if (cache.size < 10_000) cache.set(bucket, limit);
-      }
-      return limit;
-    },
+    limitFor: perAgent(limits, file.default.rate + file.default.burst),
+    tokenBudgetFor: perAgent<number | null>(file.token_budget.agent_overrides, file.token_budget.default),
   };
 }
 

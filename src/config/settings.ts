@@ -41,7 +41,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_MAX_BODY_BYTES', modes: ['embedded', 'gateway', 'sidecar'], default: '5242880', help: 'largest accepted request body (413 above)' },
   { name: 'GOV_KILL_SWITCH', modes: ['embedded', 'gateway', 'sidecar'], default: '0', help: '1 blocks every governed call before scoring' },
   { name: 'RATE_LIMIT_ENABLED', modes: ['embedded', 'gateway', 'sidecar'], default: 'true unless GOV_ENV is development/dev/test', help: 'sliding-window rate limits' },
-  { name: 'GOV_RATE_LIMIT_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests/rate-limits.yaml', help: 'rate-limit overrides (default, window_seconds, agent_overrides)' },
+  { name: 'GOV_RATE_LIMIT_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests/rate-limits.yaml', help: 'rate-limit overrides (default, window_seconds, agent_overrides) and LLM token budgets (token_budget), for the API and the sidecar alike' },
   { name: 'GOV_MIN_SDK_VERSION', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'requests with a lower sdk_version get 426' },
   { name: 'GOV_LEDGER_ANCHOR_FILE', modes: ['embedded', 'gateway', 'sidecar'], default: '<ledger directory>.anchor.json', help: 'head anchor: the chain head (seq, hash) kept outside the ledger, which verify compares against; put it on another volume; "off" disables it' },
   { name: 'GOV_LEDGER_ANCHOR_KEY', modes: ['embedded', 'gateway', 'sidecar'], default: '', help: 'HMAC key (at least 32 bytes) signing the head anchor, so that it cannot be rewritten without the key' },

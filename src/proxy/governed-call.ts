@@ -27,10 +27,15 @@ export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
     const wait = core.governor.admission();
     if (wait !== null && !(await wait.then(() => true, () => false))) status = ledgerBehind(call);
     else {
-      const pending = preCheck(core, call);
-      const pre = pending instanceof Promise ? await pending : pending;
-      if (!pre.cleared) status = await refused(core, call, pre);
-      else status = await (call.mode === 'pass' ? passThrough(core, call, pre) : governed(core, call, pre));
+      // The agent's rate limit and token budget: a 429 in the caller's format, not decided, recorded or forwarded.
+      const limited = core.limits !== null && core.limits.counts(call) ? await core.limits.admit(call) : null;
+      if (limited !== null) status = limited;
+      else {
+        const pending = preCheck(core, call);
+        const pre = pending instanceof Promise ? await pending : pending;
+        if (!pre.cleared) status = await refused(core, call, pre);
+        else status = await (call.mode === 'pass' ? passThrough(core, call, pre) : governed(core, call, pre));
+      }
     }
   } catch (e) {
     core.logger.error({ err: { message: (e as Error).message }, agent_id: call.ctx.agentId, route: call.route.prefix }, 'proxy call failed');

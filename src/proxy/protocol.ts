@@ -279,6 +279,7 @@ export type ProxyErrorKind = Extract<
   | 'upstream_timeout'
   | 'upstream_unreachable'
   | 'ledger_unavailable'
+  | 'rate_limited'
   | 'shutting_down'
   | 'internal_error'
 >;

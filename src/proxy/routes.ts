@@ -15,6 +15,8 @@ export interface ProxyRoute {
   protocols: readonly Protocol[];
   /** The first of them: it answers, in its format, what no protocol of the route takes. */
   adapter: Protocol;
+  /** An LLM provider's route (a fixed route of the registry): its calls spend the agent's token budget. */
+  llm: boolean;
 }
 
 export interface RouteMatch {
@@ -110,6 +112,7 @@ interface Upstream {
   name: string;
   url: string;
   timeoutMs: number | null;
+  llm: boolean;
 }
 
 /**
@@ -120,9 +123,9 @@ interface Upstream {
  */
 export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<string, AdapterFactory>>, context: AdapterContext): RouteTable {
   const all: Upstream[] = [];
-  for (const p of PROTOCOLS) if ('env' in p.route) all.push({ kind: p.kind, name: p.kind, url: proxy.upstreams[p.kind], timeoutMs: null });
+  for (const p of PROTOCOLS) if ('env' in p.route) all.push({ kind: p.kind, name: p.kind, url: proxy.upstreams[p.kind], timeoutMs: null, llm: true });
   for (const p of PROTOCOLS) {
-    if ('section' in p.route) for (const u of proxy.namedRoutes[p.route.section].values()) all.push({ kind: p.kind, name: u.name, url: u.url, timeoutMs: u.timeoutMs });
+    if ('section' in p.route) for (const u of proxy.namedRoutes[p.route.section].values()) all.push({ kind: p.kind, name: u.name, url: u.url, timeoutMs: u.timeoutMs, llm: false });
   }
   const routes: ProxyRoute[] = [];
   for (const u of all) {
@@ -137,6 +140,7 @@ export function buildRouteTable(proxy: ProxySettings, adapters: Readonly<Record<
       timeoutMs: u.timeoutMs ?? proxy.upstreamTimeoutMs,
       protocols,
       adapter: protocols[0],
+      llm: u.llm,
     });
   }
   return new RouteTable(routes);

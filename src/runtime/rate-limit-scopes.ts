@@ -1,7 +1,7 @@
 import { LimiterUnavailableError, MemorySlidingWindowLimiter, type LimitVerdict, type RateLimiter } from './rate-limiter.js';
 
 /** The routes' kinds of limit, each with its own buckets and its own behaviour when the shared store is down. */
-export type LimitScope = 'validate' | 'payments' | 'auth_ip' | 'auth_failures';
+export type LimitScope = 'validate' | 'payments' | 'auth_ip' | 'auth_failures' | 'proxy' | 'tokens';
 
 /**
  * What a route does when the shared limiter's store (Redis) does not answer in time (docs/rate-limits.md):
@@ -12,6 +12,8 @@ export type LimitScope = 'validate' | 'payments' | 'auth_ip' | 'auth_failures';
  *   holds per replica (at most replicas x limit across the fleet) and nothing is refused for want of
  *   Redis. Payments, where an unbounded burst of intents is the risk, and the per-IP auth limits, whose
  *   purpose (slowing token guessing) would vanish if they failed open.
+ * - The sidecar's calls (`proxy`, per agent) and LLM token budgets (`tokens`) admit, as validate does: the
+ *   agent's traffic is governed either way, and Redis being down must not stop the agents.
  * Never a 500, and never a wait longer than the store's timeout.
  */
 export const WHEN_STORE_DOWN: Readonly<Record<LimitScope, 'admit' | 'local'>> = {
@@ -19,6 +21,8 @@ export const WHEN_STORE_DOWN: Readonly<Record<LimitScope, 'admit' | 'local'>> = 
   payments: 'local',
   auth_ip: 'local',
   auth_failures: 'local',
+  proxy: 'admit',
+  tokens: 'admit',
 };
 
 export type StoreDownReport = (scope: LimitScope, behaviour: 'admit' | 'local', error: LimiterUnavailableError) => void;
@@ -38,7 +42,20 @@ export function scopedLimiters(shared: RateLimiter, report: StoreDownReport): Re
     return {
       hit: (bucket, limit, windowMs, nowMs) => shared.hit(bucket, limit, windowMs, nowMs).catch(fallback(true, bucket, limit, windowMs, nowMs)),
       peek: (bucket, limit, windowMs, nowMs) => shared.peek(bucket, limit, windowMs, nowMs).catch(fallback(false, bucket, limit, windowMs, nowMs)),
+      charge: (bucket, amount, windowMs, nowMs) =>
+        shared.charge(bucket, amount, windowMs, nowMs).catch((e: unknown) => {
+          if (!(e instanceof LimiterUnavailableError)) throw e;
+          report(scope, behaviour, e);
+          return behaviour === 'local' ? local.charge(bucket, amount, windowMs, nowMs) : undefined;
+        }),
+      balance: (bucket, limit, windowMs, nowMs) =>
+        shared.balance(bucket, limit, windowMs, nowMs).catch((e: unknown) => {
+          if (!(e instanceof LimiterUnavailableError)) throw e;
+          report(scope, behaviour, e);
+          return behaviour === 'local' ? local.balance(bucket, limit, windowMs, nowMs) : { allowed: true, retryAfterSec: 0, remaining: limit };
+        }),
     };
   };
-  return { validate: scoped('validate'), payments: scoped('payments'), auth_ip: scoped('auth_ip'), auth_failures: scoped('auth_failures') };
+  const scopes = Object.keys(WHEN_STORE_DOWN) as LimitScope[];
+  return Object.fromEntries(scopes.map((scope) => [scope, scoped(scope)])) as Record<LimitScope, RateLimiter>;
 }

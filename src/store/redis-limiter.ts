@@ -33,8 +33,45 @@ end
 return {1, 0, limit - n}
 `;
 
+/**
+ * Budgets of amounts (tokens): one sorted set per bucket whose members carry their amount after the last
+ * `:` (score: their time in ms). Charging adds one member; the balance trims the window and sums what is
+ * left, in one script, so every replica sees the same total. A window holds one member per governed call, so
+ * the sum reads at most a minute's calls of one agent.
+ *
+ * CHARGE: KEYS[1] the bucket; ARGV now (ms), window (ms), member (`<unique>:<amount>`).
+ * BALANCE: KEYS[1] the bucket; ARGV now (ms), window (ms), limit. Returns {allowed 1/0, ms until the total
+ * drops below the limit (refused only), what is left of the limit}.
+ */
+const BUDGET_CHARGE_LUA = `
+redis.call('ZADD', KEYS[1], tonumber(ARGV[1]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return 1
+`;
+
+const BUDGET_BALANCE_LUA = `
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local entries = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local total = 0
+for i = 1, #entries, 2 do
+  total = total + tonumber(string.match(entries[i], ':(%d+)$'))
+end
+if total < limit then return {1, 0, limit - total} end
+if limit <= 0 then return {0, window, 0} end
+for i = 1, #entries, 2 do
+  total = total - tonumber(string.match(entries[i], ':(%d+)$'))
+  if total < limit then return {0, tonumber(entries[i + 1]) + window - now, 0} end
+end
+return {0, window, 0}
+`;
+
 interface SlidingWindowCommand {
   govSlidingWindow(key: string, now: number, windowMs: number, limit: number, count: 0 | 1, member: string): Promise<[number, number, number]>;
+  govBudgetCharge(key: string, now: number, windowMs: number, member: string): Promise<number>;
+  govBudgetBalance(key: string, now: number, windowMs: number, limit: number): Promise<[number, number, number]>;
 }
 
 /** After a command timed out, the limiter answers "unavailable" without asking Redis for this long. */
@@ -58,6 +95,8 @@ export class RedisSlidingWindowLimiter implements RateLimiter {
 
   constructor(client: Redis, private readonly keyPrefix: string) {
     client.defineCommand('govSlidingWindow', { numberOfKeys: 1, lua: SLIDING_WINDOW_LUA });
+    client.defineCommand('govBudgetCharge', { numberOfKeys: 1, lua: BUDGET_CHARGE_LUA });
+    client.defineCommand('govBudgetBalance', { numberOfKeys: 1, lua: BUDGET_BALANCE_LUA });
     this.client = client as Redis & SlidingWindowCommand;
   }
 
@@ -69,25 +108,43 @@ export class RedisSlidingWindowLimiter implements RateLimiter {
     return this.run(bucket, limit, windowMs, nowMs, 0);
   }
 
+  async charge(bucket: string, amount: number, windowMs: number, nowMs: number): Promise<void> {
+    if (!(amount > 0)) return;
+    await this.ask(() => this.client.govBudgetCharge(this.keyOf(bucket), Math.floor(nowMs), windowMs, `${this.member()}:${Math.round(amount)}`));
+  }
+
+  async balance(bucket: string, limit: number, windowMs: number, nowMs: number): Promise<LimitVerdict> {
+    const [allowed, retryMs, remaining] = await this.ask(() => this.client.govBudgetBalance(this.keyOf(bucket), Math.floor(nowMs), windowMs, limit));
+    if (allowed === 1) return { allowed: true, retryAfterSec: 0, remaining };
+    return { allowed: false, retryAfterSec: limit <= 0 ? Math.ceil(windowMs / 1000) : Math.max(1, Math.ceil(retryMs / 1000)), remaining: 0 };
+  }
+
   /** The key of a bucket (tests and operators read it with redis-cli). */
   keyOf(bucket: string): string {
     return `${this.keyPrefix}rl:${bucket}`;
   }
 
-  private async run(bucket: string, limit: number, windowMs: number, nowMs: number, count: 0 | 1): Promise<LimitVerdict> {
+  private member(): string {
+    return `${this.tag}:${(this.seq = (this.seq + 1) % Number.MAX_SAFE_INTEGER)}`;
+  }
+
+  /** One command, with a failure of any kind as LimiterUnavailableError and the pause after a timeout. */
+  private async ask<T>(command: () => Promise<T>): Promise<T> {
     if (this.pausedUntil !== 0) {
       if (performance.now() < this.pausedUntil) throw new LimiterUnavailableError('redis timed out recently; not asked again yet');
       this.pausedUntil = 0;
     }
-    let reply: [number, number, number];
     try {
-      reply = await this.client.govSlidingWindow(this.keyOf(bucket), Math.floor(nowMs), windowMs, limit, count, `${this.tag}:${(this.seq = (this.seq + 1) % Number.MAX_SAFE_INTEGER)}`);
+      return await command();
     } catch (e) {
       const message = (e as Error).message;
       if (/timed out/i.test(message)) this.pausedUntil = performance.now() + PAUSE_AFTER_TIMEOUT_MS;
       throw new LimiterUnavailableError(`redis: ${message}`);
     }
-    const [admitted, retryMs, remaining] = reply;
+  }
+
+  private async run(bucket: string, limit: number, windowMs: number, nowMs: number, count: 0 | 1): Promise<LimitVerdict> {
+    const [admitted, retryMs, remaining] = await this.ask(() => this.client.govSlidingWindow(this.keyOf(bucket), Math.floor(nowMs), windowMs, limit, count, this.member()));
     if (admitted === 1) return { allowed: true, retryAfterSec: 0, remaining };
     return { allowed: false, retryAfterSec: limit <= 0 ? Math.ceil(windowMs / 1000) : Math.max(1, Math.ceil(retryMs / 1000)), remaining: 0 };
   }

@@ -99,3 +99,63 @@ t.test('a Redis that cannot be reached is LimiterUnavailableError, not an answer
     t.ok(e instanceof LimiterUnavailableError, `rejected with ${String(e)}`);
   }
 });
+
+t.test('token budgets: charges summed in the window, refused at the limit with the seconds until it drops below', services, async (t) => {
+  for (const [label, l] of [['memory', new MemorySlidingWindowLimiter()], ['redis', new RedisSlidingWindowLimiter(client(), `${prefix}budget:`)]] as Array<[string, RateLimiter]>) {
+    t.same(await l.balance('a', 100, W, T0), { allowed: true, retryAfterSec: 0, remaining: 100 }, `${label}: an empty bucket`);
+    await l.charge('a', 30, W, T0);
+    await l.charge('a', 50, W, T0 + 10_000);
+    t.same(await l.balance('a', 100, W, T0 + 20_000), { allowed: true, retryAfterSec: 0, remaining: 20 }, `${label}: 80 of 100 spent`);
+    await l.charge('a', 40, W, T0 + 30_000);
+    // 120 spent: below 100 again once the 30 charged at T0 leaves the window (at T0 + 60 s), 25 s from now.
+    t.same(await l.balance('a', 100, W, T0 + 35_000), { allowed: false, retryAfterSec: 25, remaining: 0 }, `${label}: over the budget`);
+    t.same(await l.balance('a', 100, W, T0 + 60_001), { allowed: true, retryAfterSec: 0, remaining: 10 }, `${label}: the oldest charge left the window`);
+    await l.charge('a', 0, W, T0 + 61_000);
+    t.same(await l.balance('a', 100, W, T0 + 61_000), { allowed: true, retryAfterSec: 0, remaining: 10 }, `${label}: a charge of nothing changes nothing`);
+    t.same(await l.balance('b', 100, W, T0 + 61_000), { allowed: true, retryAfterSec: 0, remaining: 100 }, `${label}: buckets are apart`);
+  }
+});
+
+t.test('token budgets: the same verdicts as the in-process log, charge by charge', services, async (t) => {
+  const shared = new RedisSlidingWindowLimiter(client(), `${prefix}budget-same:`);
+  const local = new MemorySlidingWindowLimiter();
+  let now = T0;
+  for (let i = 0; i < 200; i++) {
+    now += i % 40 === 0 ? 30_000 : (i * 7919) % 1500;
+    const amount = 1 + ((i * 104729) % 400);
+    const a = await shared.balance('b', 5000, W, now);
+    const b = await local.balance('b', 5000, W, now);
+    if (a.allowed !== b.allowed || a.remaining !== b.remaining || a.retryAfterSec !== b.retryAfterSec) {
+      t.fail(`at +${now - T0} ms: redis ${JSON.stringify(a)}, memory ${JSON.stringify(b)}`);
+      return;
+    }
+    await shared.charge('b', amount, W, now);
+    await local.charge('b', amount, W, now);
+  }
+  t.pass('200 charges and balances alike');
+});
+
+t.test('token budgets when Redis is down: LimiterUnavailableError, as for requests', services, async (t) => {
+  const dead = new Redis('redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
+  dead.on('error', () => undefined);
+  t.teardown(() => dead.disconnect());
+  const l = new RedisSlidingWindowLimiter(dead, `${prefix}dead:`);
+  await t.rejects(l.balance('a', 10, W, T0), LimiterUnavailableError);
+  await t.rejects(l.charge('a', 5, W, T0), LimiterUnavailableError);
+});
+
+t.test('scoped limiters with Redis down: tokens and proxied calls admit, payments count locally; each failure reported', services, async (t) => {
+  const { scopedLimiters } = await import('../../src/runtime/rate-limit-scopes.js');
+  const dead = new Redis('redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
+  dead.on('error', () => undefined);
+  t.teardown(() => dead.disconnect());
+  const reports: string[] = [];
+  const scoped = scopedLimiters(new RedisSlidingWindowLimiter(dead, `${prefix}scoped:`), (scope, behaviour) => reports.push(`${scope}:${behaviour}`));
+  await scoped.tokens.charge('a', 500, W, T0);
+  t.same(await scoped.tokens.balance('a', 100, W, T0), { allowed: true, retryAfterSec: 0, remaining: 100 }, 'tokens: admitted uncounted');
+  t.equal((await scoped.proxy.hit('a', 1, W, T0)).allowed, true);
+  t.equal((await scoped.proxy.hit('a', 1, W, T0)).allowed, true, 'proxied calls: admitted uncounted');
+  await scoped.payments.charge('p', 500, W, T0);
+  t.equal((await scoped.payments.balance('p', 100, W, T0)).allowed, false, 'a local scope counts in this replica');
+  t.same(reports, ['tokens:admit', 'tokens:admit', 'proxy:admit', 'proxy:admit', 'payments:local', 'payments:local']);
+});

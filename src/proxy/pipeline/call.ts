@@ -6,6 +6,7 @@ import type { CallContext, Proposal, Protocol } from '../protocol.js';
 import type { EscalatePolicy } from '../disposition.js';
 import type { ProxyRoute } from '../routes.js';
 import type { ToolCallLinks } from '../tool-call-links.js';
+import type { ProxyLimits } from './limits.js';
 import type { CallAbort, UpstreamPools } from '../upstream.js';
 
 /** What every proxied call shares: the governor, the upstream pools and the proxy's settings. */
@@ -21,6 +22,8 @@ export interface ProxyCore {
   upstreamTimeoutMs: number;
   /** Largest upstream answer read whole for inspection. */
   maxAnswerBytes: number;
+  /** Per-agent request limits and token budgets (null when RATE_LIMIT_ENABLED=false). */
+  limits: ProxyLimits | null;
 }
 
 /** One proxied call as the listener hands it over, body already read. */

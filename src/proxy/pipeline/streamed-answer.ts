@@ -84,6 +84,7 @@ export async function streamedAnswer(core: ProxyCore, call: ProxyCall, pre: PreC
   };
   if (failure !== null) metadata.upstream_failure = aborted ?? failure.kind;
   const finalReq = postCheckRequest(pre.held, call, snapshot, latency, metadata);
+  core.limits?.charge(call, snapshot);
   const post = g.postCheckDeferred(pre.held, finalReq, g.classifies ? await g.classifyPost(pre.held, finalReq) : null);
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;

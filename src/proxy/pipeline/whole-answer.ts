@@ -34,6 +34,7 @@ export async function wholeAnswer(core: ProxyCore, call: ProxyCall, pre: PreChec
   // Read by its protocol (which also says whether an error answer is its output), else as an upstream error.
   const read = up.status < 400 || protocol.readsErrors === true;
   const inspected = read ? protocol.inspect(answer, call.proposal) : errorInspected(answer);
+  core.limits?.charge(call, inspected);
   const post = await recordBoth(core, pre, postCheckRequest(pre.held, call, inspected, latency, count > 0 ? { resumed_answer: count } : undefined));
   const outcome = post.response.decision.outcome;
   const postId = post.response.envelope_id;

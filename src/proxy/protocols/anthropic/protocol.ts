@@ -31,6 +31,7 @@ const ERROR_TYPES: Record<ProxyErrorInfo['kind'], string> = {
   upstream_timeout: 'timeout_error',
   upstream_unreachable: 'api_error',
   ledger_unavailable: 'api_error',
+  rate_limited: 'rate_limit_error',
   shutting_down: 'overloaded_error',
   internal_error: 'api_error',
 };

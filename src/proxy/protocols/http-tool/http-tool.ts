@@ -163,6 +163,7 @@ export type HttpToolErrorCode =
   | 'upstream_error'
   | 'upstream_timeout'
   | 'shutting_down'
+  | 'rate_limited'
   | 'internal_error';
 
 export interface HttpToolErrorBody {

@@ -25,6 +25,7 @@ const CODES: Record<ProxyErrorInfo['kind'], HttpToolErrorCode> = {
   upstream_timeout: 'upstream_timeout',
   upstream_unreachable: 'upstream_error',
   ledger_unavailable: 'governance_unavailable',
+  rate_limited: 'rate_limited',
   shutting_down: 'shutting_down',
   internal_error: 'internal_error',
 };

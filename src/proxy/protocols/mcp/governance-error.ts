@@ -9,3 +9,5 @@ export const MCP_GOVERNANCE_REFUSED = -32050;
 export const MCP_GOVERNANCE_WITHHELD = -32051;
 /** A check could not run; the call is refused rather than let through unchecked. */
 export const MCP_GOVERNANCE_UNAVAILABLE = -32052;
+/** The agent's rate limit refused the call before it was decided; the HTTP answer carries Retry-After. */
+export const MCP_RATE_LIMITED = -32053;

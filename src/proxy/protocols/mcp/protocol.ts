@@ -4,7 +4,7 @@ import { mediaType, SSE_TYPE } from '../../headers.js';
 import { MAX_JSON_NESTING } from '../../json-nesting.js';
 import type { SseEvent } from '../../sse.js';
 import { toolCallLinkMetadata } from '../../tool-call-links.js';
-import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_UNAVAILABLE, MCP_GOVERNANCE_WITHHELD } from './governance-error.js';
+import { MCP_GOVERNANCE_REFUSED, MCP_GOVERNANCE_UNAVAILABLE, MCP_RATE_LIMITED, MCP_GOVERNANCE_WITHHELD } from './governance-error.js';
 import {
   classifyJsonRpc,
   idKey,
@@ -71,6 +71,7 @@ const ERROR_CODES: Record<ProxyErrorInfo['kind'], number> = {
   upstream_timeout: -32001,
   upstream_unreachable: -32000,
   ledger_unavailable: MCP_GOVERNANCE_UNAVAILABLE,
+  rate_limited: MCP_RATE_LIMITED,
   shutting_down: -32000,
   internal_error: JSONRPC_INTERNAL_ERROR,
 };

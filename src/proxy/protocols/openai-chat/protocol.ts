@@ -32,6 +32,8 @@ const ERROR_TYPES: Record<ProxyErrorInfo['kind'], { type: string; code: string }
   upstream_timeout: { type: 'api_error', code: 'upstream_timeout' },
   upstream_unreachable: { type: 'api_error', code: 'upstream_unreachable' },
   ledger_unavailable: { type: 'api_error', code: 'ledger_unavailable' },
+  // OpenAI's own: type `requests` or `tokens`, code `rate_limit_exceeded` (the SDKs read the status: RateLimitError).
+  rate_limited: { type: 'requests', code: 'rate_limit_exceeded' },
   shutting_down: { type: 'api_error', code: 'shutting_down' },
   internal_error: { type: 'api_error', code: 'internal_error' },
 };
