@@ -6,10 +6,14 @@
 //     verify() over them;
 //   - validate: POST /v1/runtime/validate against a real `gov gateway` child process on GOV_DATABASE_URL,
 //     16 connections with autocannon for 10 s, the README's worked example with a ~2 KB output (bench/http.js
-//     on LMDB is the same load).
+//     on LMDB is the same load); then again with Redis (GOV_REDIS_URL: limits counted there, reliability
+//     cached there), the full gateway as fleet mode runs it.
 // Skipped with a message when PostgreSQL is unreachable.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -176,8 +180,47 @@ function cannon(opts, onResponse) {
 
 const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
-async function validate(databaseUrl) {
-  const gw = await startGateway(databaseUrl, await freePort());
+/**
+ * The full gateway as the issue runs it: PostgreSQL and Redis, the rate limiter on and counting in Redis
+ * (one Lua call per validate; the bench's agent gets a limit it cannot reach), the historical reliability
+ * cached in Redis. Skipped with a message when no Redis answers at BENCH_REDIS_URL.
+ */
+async function validateWithRedis(databaseUrl) {
+  const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const { Redis } = await import('ioredis');
+  const probe = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    await probe.ping();
+  } catch (e) {
+    console.error(`bench/postgres.js: Redis at ${redisUrl.replace(/\/\/[^@]*@/, '//')} is unreachable (${e.message}); the PostgreSQL + Redis run is skipped`);
+    return {};
+  } finally {
+    probe.disconnect();
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'gov-bench-pg-redis-'));
+  const prefix = `gov-bench-${process.pid}-${randomBytes(4).toString('hex')}:`;
+  const limits = join(dir, 'rate-limits.yaml');
+  writeFileSync(limits, 'default: { rate: 100000000, burst: 0 }\nwindow_seconds: 60\n');
+  try {
+    const r = await validate(databaseUrl, { GOV_REDIS_URL: redisUrl, GOV_REDIS_PREFIX: prefix, RATE_LIMIT_ENABLED: 'true', GOV_RATE_LIMIT_FILE: limits });
+    return Object.fromEntries(Object.entries(r).map(([k, v]) => [k.replace(/^pg /, 'pg+redis '), v]));
+  } finally {
+    const c = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    c.on('error', () => undefined);
+    try {
+      const keys = await c.keys(`${prefix}*`);
+      if (keys.length > 0) await c.del(...keys);
+    } finally {
+      c.disconnect();
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function validate(databaseUrl, extraEnv = {}) {
+  const gw = await startGateway(databaseUrl, await freePort(), extraEnv);
   try {
     const body = JSON.stringify(paddedWorkedExample(2048));
     const url = `${gw.url}/v1/runtime/validate`;
@@ -229,11 +272,13 @@ export default async function run() {
     return {};
   }
   const rows = await withDatabase(ingest);
-  const http = await withDatabase(validate);
+  const http = await withDatabase((url) => validate(url));
+  const withRedis = await withDatabase(validateWithRedis);
   return {
     'pg ingest rows/s': rows.ingest,
     'pg chain verify rows/s': rows.verify,
     ...http,
+    ...withRedis,
   };
 }
 

@@ -21,6 +21,8 @@ const GOALS = {
   'pg ingest rows/s': '>= 20000',
   'pg http validate req/s': '>= 3000',
   'pg http non-2xx': '0',
+  'pg+redis http validate req/s': '>= 3000',
+  'pg+redis http non-2xx': '0',
   'pg replication ingest rows/s': '>= 20000',
   'replication offered rows/s': '1000',
   'replication lag p99 ms': '<= 1000',
