@@ -877,6 +877,11 @@ function reportingUnavailable(pool: pg.Pool): pg.Pool {
   });
 }
 
+/** A failed SET only leaves the server's default plan choice: the connection is still handed out. */
+async function setPlanCacheMode(client: pg.ClientBase): Promise<void> {
+  await client.query('SET plan_cache_mode = force_custom_plan').catch(() => undefined);
+}
+
 /**
  * Opens the central audit store at `url` (a postgres:// connection string): migrates it unless told not
  * to, checks the encryption key, and continues this process's source chain from its stored head.
@@ -893,16 +898,16 @@ export async function openPostgresStorage(url: string, opts: PostgresStorageOpti
     application_name: 'gov-gateway',
     keepAlive: true,
     connectionTimeoutMillis: 10_000,
+    onConnect: setPlanCacheMode,
   });
   // Plan every statement for the tables as they are now. A session (pooled for the process's life) otherwise
   // keeps a generic plan made while the tables were empty: on a fresh store the duplicate-envelope check of
   // every batch stayed a sequential scan of gov_audit_rows (measured: about half the validate throughput of
   // a store that had rows when the gateway started; docs/performance.md). Planning these statements costs
   // microseconds. A SET, not a startup option, which PgBouncer would refuse; gov_append_rows sets it for
-  // itself too, for a pooler that does not keep sessions. The pool queues this before any other statement.
-  pool.on('connect', (client) => {
-    client.query('SET plan_cache_mode = force_custom_plan').catch(() => undefined);
-  });
+  // itself too, for a pooler that does not keep sessions. The pool runs it (onConnect, setPlanCacheMode)
+  // before it hands the new connection out, so no statement is queued behind it on the client, which pg
+  // deprecates.
   const onError = opts.onError ?? (() => undefined);
   pool.on('error', (err) => onError(err));
   try {
