@@ -1,3 +1,4 @@
+import { IngestSourcesSetting, type IngestSourceRules } from './ingest-sources.js';
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -61,6 +62,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_HEALTH_TIMEOUT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '500', help: 'the longest a health request waits on each store probe; a store that has not answered by then is reported down (error timeout)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
+  { name: 'GOV_INGEST_SOURCES', modes: ['gateway'], default: '', help: 'which source chains each ingest caller may write: subject=glob|glob;... (api-key-<n>, a JWT sub); `*=` refuses callers bound nowhere. A JWT may carry its own `sources` claim instead' },
   { name: 'GOV_INGEST_MAX_BYTES', modes: ['gateway'], default: '67108864', help: 'largest replication batch POST /v1/audit/ingest takes, counted after gzip decompression (413 above)' },
   { name: 'GOV_CENTRAL_URL', modes: ['sidecar'], default: '', help: 'the central gateway (http/https base URL): with GOV_KEY set, the sidecar ships its ledger rows there (replication, docs/deployment.md)' },
   { name: 'GOV_KEY', modes: ['sidecar'], default: '', help: 'the sidecar\'s key on the central gateway (an X-Gov-Token with the audit.ingest capability, tier team or above)' },
@@ -184,6 +186,8 @@ export interface Settings {
   proxy: ProxySettings | null;
   /** GOV_INGEST_MAX_BYTES: the ingest endpoint's body limit after decompression (gateway). */
   ingestMaxBytes: number;
+  /** GOV_INGEST_SOURCES: which source chains each ingest caller may write (config/ingest-sources.ts). */
+  ingestSources: IngestSourceRules;
   /** Sidecar replication to the central gateway; null unless GOV_CENTRAL_URL and GOV_KEY are both set. */
   replication: ReplicationSettings | null;
 }
@@ -292,6 +296,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     redis: loadRedisSettings(mode, get, parse),
     queues: loadQueueSettings(get, parse),
     proxy: mode === 'sidecar' ? loadProxySettings(env, get, parse) : null,
+    ingestSources: parse('GOV_INGEST_SOURCES', IngestSourcesSetting, get('GOV_INGEST_SOURCES') ?? ''),
     ingestMaxBytes: parse('GOV_INGEST_MAX_BYTES', z.coerce.number().int().min(64 * 1024).max(1024 * 1024 * 1024), get('GOV_INGEST_MAX_BYTES') ?? String(64 * 1024 * 1024)),
     replication: mode === 'sidecar' ? loadReplicationSettings(get, parse) : null,
   };

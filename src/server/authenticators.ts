@@ -6,6 +6,8 @@ import { Tier as TierSchema } from '../contracts/common.js';
 export interface Principal {
   tier: Tier;
   subject: string;
+  /** A JWT's `sources` claim: the source chains it may write through POST /v1/audit/ingest. */
+  sources?: readonly string[];
 }
 
 /** Resolves the caller from the request headers; null means 401. Each mode reads exactly one header. */
@@ -99,12 +101,24 @@ export function govTokenAuthenticator(apiKeys: Array<{ key: string; tier: Tier }
         const { payload } = await jwtVerify(token, secret, verifyOptions);
         const tier = TierSchema.safeParse(payload.tier);
         if (!tier.success) return null;
-        return { tier: tier.data, subject: typeof payload.sub === 'string' ? payload.sub : 'jwt' };
+        const principal: Principal = { tier: tier.data, subject: typeof payload.sub === 'string' ? payload.sub : 'jwt' };
+        const sources = sourcesClaim(payload.sources);
+        if (sources === undefined) return null;
+        if (sources !== null) principal.sources = sources;
+        return principal;
       } catch {
         return null;
       }
     },
   };
+}
+
+/** A `sources` claim: a glob or a list of them; null when absent; undefined when malformed (the token is refused). */
+function sourcesClaim(v: unknown): readonly string[] | null | undefined {
+  if (v === undefined) return null;
+  const list = typeof v === 'string' ? [v] : v;
+  if (!Array.isArray(list) || list.length === 0 || list.length > 64 || !list.every((g) => typeof g === 'string' && g.length > 0 && g.length <= 200)) return undefined;
+  return list as string[];
 }
 
 /** AUTH_ENABLED=false (development only): every caller is an anonymous enterprise principal. */

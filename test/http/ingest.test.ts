@@ -1,4 +1,5 @@
 import { gzipSync } from 'node:zlib';
+import { SignJWT } from 'jose';
 import t from 'tap';
 import { IngestResponse } from '../../src/contracts/replication.js';
 import type { StoredRow } from '../../src/ledger/port.js';
@@ -72,6 +73,46 @@ t.test('POST /v1/audit/ingest: gzip batches, idempotent, verified, authenticated
   // On PostgreSQL the store's own source chains are listed too (the gateway's policy rows), before the replicated ones.
   const replicated = (verify.body.sources as Array<{ source: string }>).filter((s) => s.source === 'sidecar@pod-1');
   t.same(replicated, [{ source: 'sidecar@pod-1', valid: true, rows_checked: 12, first_invalid_seq: null, head_hash: rest.body.head.hash }]);
+});
+
+t.test('a key bound to its sources may write only those chains (GOV_INGEST_SOURCES, a JWT sources claim)', async (t) => {
+  const secret = 'ingest-jwt-secret-0123456789abcdef';
+  const keys = 'billing-key-0123456789:team,support-key-0123456789:team,other-key-0123456789:team';
+  const gw = await startGateway({
+    mode: 'gateway',
+    env: { AUTH_ENABLED: 'true', GOV_API_KEYS: keys, GOV_JWT_SECRET: secret, GOV_INGEST_SOURCES: 'api-key-1=sidecar@billing-*;api-key-2=sidecar@support-*|sidecar@shared' },
+  });
+  t.teardown(() => gw.close());
+  const jwt = async (claims: Record<string, unknown>) =>
+    new SignJWT({ tier: 'team', ...claims }).setProtectedHeader({ alg: 'HS256' }).setSubject('sidecar-deployer').setIssuedAt().setExpirationTime('10m').sign(new TextEncoder().encode(secret));
+  const post = async (token: string, source: string) => {
+    const res = await gw.request('POST', '/v1/audit/ingest', { body: body(source, await sidecarRows(source, 2)), token });
+    return res;
+  };
+  t.equal((await post('billing-key-0123456789', 'sidecar@billing-7f9c')).status, 200, 'a bound key writes its own chain');
+  const foreign = await post('billing-key-0123456789', 'sidecar@support-1a2b');
+  t.equal(foreign.status, 403, 'and not another pod\'s');
+  t.equal(foreign.body.error.code, 'forbidden');
+  t.match(foreign.body.error.message, /may not write source sidecar@support-1a2b/);
+  t.equal((await post('support-key-0123456789', 'sidecar@shared')).status, 200, 'several globs per key');
+  t.equal((await post('other-key-0123456789', 'sidecar@billing-0000')).status, 200, 'a key bound nowhere writes any source (as before), unless `*=` says otherwise');
+  t.equal((await post(await jwt({ sources: ['sidecar@batch-*'] }), 'sidecar@batch-1')).status, 200, 'a JWT bound by its sources claim');
+  t.equal((await post(await jwt({ sources: 'sidecar@batch-*' }), 'sidecar@billing-9')).status, 403, 'and only to those');
+  t.equal((await post(await jwt({ sources: [7] }), 'sidecar@batch-2')).status, 401, 'a malformed sources claim: the token is refused');
+  const verify = (await gw.request('GET', '/v1/audit/chain/verify', { token: 'billing-key-0123456789' })).body as { sources: Array<{ source: string }> };
+  t.notOk(verify.sources.some((s) => s.source === 'sidecar@support-1a2b'), 'nothing of a refused batch is stored');
+
+  const strict = await startGateway({ mode: 'gateway', env: { AUTH_ENABLED: 'true', GOV_API_KEYS: keys, GOV_INGEST_SOURCES: 'api-key-1=sidecar@billing-*;*=' } });
+  t.teardown(() => strict.close());
+  const strictPost = async (token: string, source: string) => (await strict.request('POST', '/v1/audit/ingest', { body: body(source, await sidecarRows(source, 1)), token })).status;
+  t.equal(await strictPost('other-key-0123456789', 'sidecar@anything'), 403, '`*=`: a key bound nowhere writes nothing');
+  t.equal(await strictPost('billing-key-0123456789', 'sidecar@billing-1'), 200);
+});
+
+t.test('GOV_INGEST_SOURCES is refused at start when malformed', async (t) => {
+  for (const bad of ['api-key-1', 'api-key-1=', '=sidecar@*', '*=sidecar@*', 'api-key-1=side car']) {
+    await t.rejects(startGateway({ mode: 'gateway', env: { AUTH_ENABLED: 'true', GOV_API_KEYS: 'k-0123456789abcdef:team', GOV_INGEST_SOURCES: bad } }), /GOV_INGEST_SOURCES/, bad);
+  }
 });
 
 t.test('the ingest route exists on the gateway only', async (t) => {

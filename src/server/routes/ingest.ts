@@ -4,7 +4,9 @@ import { createGunzip } from 'node:zlib';
 import { IngestRequest, IngestResponse, type IngestRejection } from '../../contracts/replication.js';
 import type { ReplicaStore, StoredRow } from '../../ledger/port.js';
 import { IngestRejectedError } from '../../ledger/replica-batch.js';
+import { sourceAllowed, type IngestSourceRules } from '../../config/ingest-sources.js';
 import { AppError } from '../app-error.js';
+import type { Principal } from '../authenticators.js';
 import type { AppDeps } from '../app.js';
 
 /**
@@ -33,6 +35,16 @@ function inflateBounded(payload: Readable, limit: number): Readable {
 }
 
 /**
+ * The caller's binding: its subject's entry in GOV_INGEST_SOURCES, else its JWT's `sources` claim, else
+ * (bound nowhere) whatever GOV_INGEST_SOURCES says of unbound callers. 403 names the source, not the globs.
+ */
+function mayWrite(rules: IngestSourceRules, principal: Principal | null, source: string): void {
+  const globs = principal === null ? null : (rules.globsFor(principal.subject) ?? principal.sources ?? null);
+  if (globs === null ? rules.unboundMayWrite : sourceAllowed(source, globs)) return;
+  throw new AppError('forbidden', `this key may not write source ${source} (GOV_INGEST_SOURCES, or the token's sources claim)`, { source });
+}
+
+/**
  * POST /v1/audit/ingest on the central gateway: a sidecar ships its ledger rows with its own key
  * (capability audit.ingest) and never holds database credentials. The store verifies each batch before
  * storing any of it; a batch that would break its source's chain is answered 409 (422 for bytes that are
@@ -52,6 +64,7 @@ export const ingestRoutes = (deps: AppDeps & { replicas: ReplicaStore }): Fastif
     schema: { tags: ['audit'], summary: 'Store a batch of a sidecar\'s ledger rows (replication)', body: IngestRequest, response: { 200: IngestResponse } },
   }, async (req) => {
     const { source } = req.body;
+    mayWrite(deps.settings.ingestSources, req.principal, source);
     const rows: StoredRow[] = req.body.rows.map((r) => ({ seq: r.seq, bytes: Buffer.from(r.row, 'base64') }));
     try {
       const result = await deps.replicas.ingest(source, rows);
