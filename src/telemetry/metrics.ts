@@ -83,7 +83,7 @@ export class GovMetrics {
   readonly queueDeadLettered = new Counter({ name: 'gov_queue_dead_lettered_total', help: 'Jobs this process dead-lettered after their last attempt failed, by queue', labelNames: ['queue'], registers: [this.registry] });
   readonly queueEnqueueDeferred = new Counter({ name: 'gov_queue_enqueue_deferred_total', help: 'Jobs the queue could not take (Redis down or slow), kept in the store for the next sweep, by queue', labelNames: ['queue'], registers: [this.registry] });
   /** Step 1 of validate in full mode: cache hit, miss (store read, cache filled) or bypass (Redis down: store read). */
-  readonly reliabilityCacheReads = new Counter({ name: 'gov_reliability_cache_reads_total', help: 'Historical-reliability reads by result (hit: Redis; miss: store read and cached; bypass: Redis down, store read)', labelNames: ['result'], registers: [this.registry] });
+  readonly reliabilityCacheReads = new Counter({ name: 'gov_reliability_cache_reads_total', help: 'Historical-reliability reads by result (local: this replica\'s memo of a Redis value; hit: Redis; miss: store read and cached; bypass: Redis down, store read)', labelNames: ['result'], registers: [this.registry] });
 
   /**
    * gov_queue_jobs{queue,state} (waiting, delayed, active, dead) and gov_review_push_pending, read when

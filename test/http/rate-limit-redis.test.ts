@@ -97,6 +97,25 @@ t.test('auth routes: 20 per minute per client IP across replicas, before authent
   t.equal((await validate(a, 'bot-z')).status, 200, 'the IP limit is not the agent limit');
 });
 
+t.test('failed authentications: a replica that last read an address\'s bucket empty gains it at most one guess', services, async (t) => {
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const [a, b] = await replicas(t, { AUTH_ENABLED: 'true', GOV_API_KEYS: 'right-key-0123456789:team' }, () => new Date(now));
+  // Not /v1/auth/*, which has its own per-IP request limit.
+  const check = (gw: TestGateway, token: string) => gw.request('GET', '/v1/runtime/kill-switch', { token });
+  t.equal((await check(a, 'right-key-0123456789')).status, 200, 'a reads the address\'s bucket: empty, remembered for 200 ms');
+  const onB: number[] = [];
+  for (let i = 0; i < 21; i++) onB.push((await check(b, 'wrong-key-0123456789')).status);
+  t.same(onB, [...Array(20).fill(401), 429], 'the budget of 20 failures spent on b, the 21st refused');
+  // The clock has not moved: a still remembers the bucket empty. One more guess there is checked and
+  // fails, and a forgets; from then on a reads the bucket again and refuses even the right key.
+  t.equal((await check(a, 'wrong-key-0123456789')).status, 401, 'the one guess a replica can still take');
+  const right = await check(a, 'right-key-0123456789');
+  t.equal(right.status, 429, 'then the budget holds on a too, whatever the token');
+  t.equal((await check(b, 'right-key-0123456789')).status, 429);
+  now += 61_000;
+  t.equal((await check(a, 'right-key-0123456789')).status, 200, 'the window over, the address may try again');
+});
+
 t.test('two gateway processes sharing one Redis admit 70, not 140', services, async (t) => {
   const prefix = uniquePrefix('proc');
   const procs = await startGatewayProcesses(t, ['one', 'two'], { RATE_LIMIT_ENABLED: 'true', GOV_REDIS_URL: url, GOV_REDIS_PREFIX: prefix, GOV_REDIS_TIMEOUT_MS: SHARED_TIMEOUT_MS });

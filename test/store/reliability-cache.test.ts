@@ -33,7 +33,8 @@ function cacheOver(s: Storage, conn: RedisConnection, ttlMs: number) {
   const results: ReliabilityCacheResult[] = [];
   let storeReads = 0;
   const ledger = { agentStats: (id: string) => (storeReads++, s.ledger.agentStats(id)) };
-  const cache = new CachedAgentStats(ledger, conn, ttlMs, (r) => results.push(r));
+  // Without the local memo (memoMs 0): these tests are about what Redis and the store answer.
+  const cache = new CachedAgentStats(ledger, conn, ttlMs, (r) => results.push(r), 0);
   return { cache, results, storeReads: () => storeReads };
 }
 
@@ -90,6 +91,47 @@ if (await requirePostgres()) {
     t.equal(c.storeReads(), 1, 'one store read for twenty concurrent misses');
   });
 
+  t.test('the local memo: reads within it ask neither Redis nor the store, never past the Redis entry\'s expiry, one GET for concurrent reads', { skip: 'skip' in redis ? redis.skip : false }, async (t) => {
+    const db = await createTestDatabase();
+    const prefix = uniquePrefix('reliability');
+    t.teardown(() => deletePrefix(redisUrl, prefix));
+    const s = await store(t, db, 'gateway@a');
+    await s.ledger.append(entry({ agent_id: 'bot-4' }));
+    const conn = await connect(t, redisUrl, prefix);
+    let gets = 0;
+    const client = conn.client;
+    const counted = { ...conn, client: new Proxy(client, { get: (target, prop) => (prop === 'get' ? (...a: [string]) => (gets++, target.get(...a)) : Reflect.get(target, prop, target)) }) } as RedisConnection;
+    let clock = 1_000_000;
+    const results: ReliabilityCacheResult[] = [];
+    let storeReads = 0;
+    const ledger = { agentStats: (id: string) => (storeReads++, s.ledger.agentStats(id)) };
+    // TTL 60 s (Redis keeps the entry for the whole test, in real time), memo 200 ms, on a clock the test moves.
+    const cache = new CachedAgentStats(ledger, counted, 60_000, (r) => results.push(r), 200, () => clock);
+    t.equal((await cache.agentStats('bot-4')).executions, 1);
+    t.same([results, gets, storeReads], [['miss'], 1, 1], 'a miss fills Redis and the memo');
+    clock += 150;
+    await cache.agentStats('bot-4');
+    t.same([results.at(-1), gets, storeReads], ['local', 1, 1], 'within the memo: no command at all');
+    clock += 100;
+    await cache.agentStats('bot-4');
+    t.same([results.at(-1), gets], ['hit', 2], 'past it: Redis again, and the memo renewed from the entry');
+    // The entry was filled at the start: the memo may not outlive it (filled_at + TTL), whatever memoMs says.
+    clock += 59_700;
+    await cache.agentStats('bot-4');
+    t.same([results.at(-1), gets], ['hit', 3], '50 ms before the entry expires: read from Redis');
+    clock += 40;
+    await cache.agentStats('bot-4');
+    t.equal(results.at(-1), 'local', 'remembered for the 50 ms the entry has left, no longer');
+    clock += 20;
+    await cache.agentStats('bot-4');
+    t.not(results.at(-1), 'local', 'the entry\'s TTL is over: never answered from the memo');
+    const before = gets;
+    clock += 10_000;
+    const many = await Promise.all(Array.from({ length: 20 }, () => cache.agentStats('bot-4')));
+    t.ok(many.every((m) => m.executions === 1));
+    t.ok(gets - before <= 1, `twenty concurrent reads: one GET (${gets - before})`);
+  });
+
   t.test('Redis down or hung: the store is read directly, nothing throws', { skip: canStartRedis ? false : 'redis-server is not installed' }, async (t) => {
     const own = await startOwnRedis();
     t.teardown(() => own.kill());
@@ -132,7 +174,7 @@ if (await requirePostgres()) {
     t.equal(r1.status, 200);
     t.equal(r2.status, 200);
     t.equal(await metric('miss'), 1, 'the first decision fills the cache');
-    t.equal(await metric('hit'), 1, 'the second reads it');
+    t.equal((await metric('hit')) + (await metric('local')), 1, 'the second reads it (from Redis, or this replica\'s memo of it)');
     t.equal(r2.body.validation.historical_reliability, r1.body.validation.historical_reliability, 'within the TTL the same history');
 
     await own.kill();

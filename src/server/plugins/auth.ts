@@ -29,8 +29,19 @@ export interface AuthOptions {
  * Authentication for every route but health (unknown paths included, so 404s reveal nothing to anonymous
  * callers), then the capability matrix: tier too low → 403, deployment lacks the feature → 402.
  */
+/**
+ * Addresses whose failure bucket was empty when last read, remembered for CLEAN_MEMO_MS: an agent's every
+ * call would otherwise read the (shared, Redis) bucket first, a round trip per request for a bucket that is
+ * almost always empty. Only an empty bucket is remembered, and this replica forgets it at the address's
+ * first failure here, so an address can gain at most one failed guess per replica per window beyond the
+ * budget (a failure on another replica is seen at this replica's next read, within CLEAN_MEMO_MS).
+ */
+const CLEAN_MEMO_MS = 200;
+const CLEAN_MEMO_ADDRESSES = 10_000;
+
 export const authPlugin = fp(async (app: FastifyInstance, opts: AuthOptions) => {
   const scheme = opts.authenticator.header === 'authorization' ? 'Bearer' : 'X-Gov-Token';
+  const cleanUntil = new Map<string, number>();
   app.decorateRequest('principal', null);
   app.addHook('onRequest', async (req) => {
     const config = req.routeOptions.config;
@@ -40,13 +51,21 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: AuthOptions) => 
     if (throttle !== undefined) {
       // Checked before the token is: an IP past its budget of failures learns nothing more, not even
       // whether its next guess would have been right, until the window lets its oldest failure go.
-      const v = await throttle.limiter.peek(bucket, throttle.limit, throttle.windowMs, throttle.clock());
-      if (!v.allowed) {
-        throw new AppError('rate_limited', `too many failed authentications from this address: ${throttle.limit} per ${throttle.windowMs / 1000} s`, { retry_after_seconds: v.retryAfterSec }, { 'retry-after': String(v.retryAfterSec) });
+      const now = throttle.clock();
+      if (!((cleanUntil.get(bucket) ?? 0) > now)) {
+        const v = await throttle.limiter.peek(bucket, throttle.limit, throttle.windowMs, now);
+        if (!v.allowed) {
+          throw new AppError('rate_limited', `too many failed authentications from this address: ${throttle.limit} per ${throttle.windowMs / 1000} s`, { retry_after_seconds: v.retryAfterSec }, { 'retry-after': String(v.retryAfterSec) });
+        }
+        if (v.remaining >= throttle.limit) {
+          if (cleanUntil.size >= CLEAN_MEMO_ADDRESSES) cleanUntil.clear();
+          cleanUntil.set(bucket, now + CLEAN_MEMO_MS);
+        }
       }
     }
     const principal = await opts.authenticator.authenticate(req.headers);
     if (principal === null) {
+      cleanUntil.delete(bucket);
       if (throttle !== undefined) await throttle.limiter.hit(bucket, throttle.limit, throttle.windowMs, throttle.clock());
       const where = opts.authenticator.header === 'authorization' ? 'Authorization: Bearer <token>' : 'X-Gov-Token';
       throw new AppError('unauthorized', `missing or invalid token (send ${where})`, undefined, { 'www-authenticate': scheme });
