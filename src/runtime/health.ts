@@ -80,7 +80,9 @@ class SharedProbe {
     try {
       const r = await Promise.race([outcome, timedOut]);
       const ms = performance.now() - started;
-      if (r === 'timeout') return { entry: { status: 'down', latency_ms: round(ms), ...base, error: 'timeout' }, cause: new Error(`no answer within ${timeoutMs} ms`) };
+      // A timer may fire a fraction of a millisecond before performance.now() says the timeout has passed
+      // (libuv's loop clock has millisecond steps): the probe waited the whole timeout either way.
+      if (r === 'timeout') return { entry: { status: 'down', latency_ms: round(Math.max(ms, timeoutMs)), ...base, error: 'timeout' }, cause: new Error(`no answer within ${timeoutMs} ms`) };
       return { entry: { status: 'up', latency_ms: round(r?.latencyMs ?? ms), ...base, ...r?.details }, cause: null };
     } catch (e) {
       const failure = e instanceof ProbeFailure ? e : null;
