@@ -17,7 +17,7 @@ const VERSION = (JSON.parse(readFileSync(`${PACKAGE_ROOT}/package.json`, 'utf8')
 
 export const INJECTOR_SETTING_DOCS: InjectorSettingDoc[] = [
   { name: 'GOV_INJECTOR_HOST', default: '127.0.0.1', help: 'address the webhook binds; set 0.0.0.0 in the injector\'s pod so the API server can reach it' },
-  { name: 'GOV_INJECTOR_PORT', default: '8443', help: 'HTTPS port of the webhook (POST /inject, POST /inject/opt-in, GET /healthz)' },
+  { name: 'GOV_INJECTOR_PORT', default: '8443', help: 'HTTPS port of the webhook (POST /inject, POST /inject/opt-in, GET /healthz); 0 picks a free one' },
   { name: 'GOV_INJECTOR_TLS_CERT_FILE', default: '/etc/gov-injector/tls/tls.crt', help: 'PEM certificate (chain) the webhook serves, e.g. a mounted kubernetes.io/tls Secret; re-read when it changes' },
   { name: 'GOV_INJECTOR_TLS_KEY_FILE', default: '/etc/gov-injector/tls/tls.key', help: 'PEM private key of the certificate; re-read when it changes' },
   { name: 'GOV_INJECTOR_TLS_RELOAD_MS', default: '5000', help: 'how often the certificate and key files are compared with the ones served (a Secret volume swaps files by symlink, which file events miss)' },
@@ -105,7 +105,7 @@ export function loadInjectorSettings(env: NodeJS.ProcessEnv = process.env): Inje
   parse('GOV_INJECTOR_SIDECAR_SECRET', z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'must be a Secret name (lower-case DNS subdomain)'), secretName);
   return {
     host: get('GOV_INJECTOR_HOST') ?? '127.0.0.1',
-    port: parse('GOV_INJECTOR_PORT', port, get('GOV_INJECTOR_PORT') ?? '8443'),
+    port: parse('GOV_INJECTOR_PORT', z.coerce.number().int().min(0).max(65535), get('GOV_INJECTOR_PORT') ?? '8443'),
     tlsCertFile: get('GOV_INJECTOR_TLS_CERT_FILE') ?? '/etc/gov-injector/tls/tls.crt',
     tlsKeyFile: get('GOV_INJECTOR_TLS_KEY_FILE') ?? '/etc/gov-injector/tls/tls.key',
     tlsReloadMs: parse('GOV_INJECTOR_TLS_RELOAD_MS', z.coerce.number().int().min(50).max(3_600_000), get('GOV_INJECTOR_TLS_RELOAD_MS') ?? '5000'),
