@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import selfsigned from 'selfsigned';
 import { loadInjectorSettings, type InjectorSettings } from '../../src/config/injector-settings.js';
@@ -42,6 +43,8 @@ export interface RunningInjector {
   certFile: string;
   keyFile: string;
   ca: string;
+  /** The server's log lines, parsed. */
+  logs: Array<Record<string, unknown>>;
   close(): Promise<void>;
 }
 
@@ -53,7 +56,14 @@ export async function startInjector(env: Record<string, string> = {}, cert?: Tes
   writeFileSync(certFile, c.cert);
   writeFileSync(keyFile, c.key);
   const settings = loadInjectorSettings({ ...TEST_INJECTOR_ENV, GOV_INJECTOR_TLS_CERT_FILE: certFile, GOV_INJECTOR_TLS_KEY_FILE: keyFile, ...env });
-  const server = await startWebhookServer(settings, { excludeNamespaces: settings.excludeNamespaces, sidecar: settings.sidecar }, pino({ level: 'silent' }));
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') logs.push(JSON.parse(line));
+      done();
+    },
+  });
+  const server = await startWebhookServer(settings, { excludeNamespaces: settings.excludeNamespaces, sidecar: settings.sidecar }, pino({ level: 'debug' }, sink));
   return {
     server,
     settings,
@@ -61,6 +71,7 @@ export async function startInjector(env: Record<string, string> = {}, cert?: Tes
     certFile,
     keyFile,
     ca: c.cert,
+    logs,
     close: async () => {
       await server.close();
       rmSync(dir, { recursive: true, force: true });
@@ -76,7 +87,7 @@ export interface HttpsAnswer {
 }
 
 /** One request on a new TLS connection, verifying the server against `ca` for the name localhost. */
-export function httpsRequest(url: string, opts: { method?: string; path: string; body?: string | Buffer; ca: string; headers?: Record<string, string> }): Promise<HttpsAnswer> {
+export function httpsRequest(url: string, opts: { method?: string; path: string; body?: string | Buffer; ca: string | string[]; headers?: Record<string, string> }): Promise<HttpsAnswer> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
     const req = request(
@@ -92,4 +103,14 @@ export function httpsRequest(url: string, opts: { method?: string; path: string;
     req.on('error', reject);
     req.end(opts.body);
   });
+}
+
+/** Polls `check` every 20 ms until it holds or `timeoutMs` passes; returns whether it held. */
+export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
