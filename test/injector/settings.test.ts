@@ -1,0 +1,50 @@
+// gov injector's settings (issue 16): defaults, the heap caps derived from the memory limit
+// (docs/proxy.md "Memory in a pod"), the namespaces that are always excluded, refusals naming the
+// setting, and docs/kubernetes.md listing every setting.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { heapOptions, INJECTOR_SETTING_DOCS, loadInjectorSettings } from '../../src/config/injector-settings.js';
+
+t.test('defaults', async (t) => {
+  const s = loadInjectorSettings({});
+  t.equal(s.host, '127.0.0.1', 'loopback unless a setting says otherwise');
+  t.equal(s.port, 8443);
+  t.equal(s.sidecar.proxyPort, 15080, 'the sidecar\'s own GOV_PROXY_PORT default');
+  t.equal(s.sidecar.memoryMiB, 128);
+  t.equal(s.sidecar.nodeOptions, '--max-semi-space-size=2 --max-old-space-size=61');
+  t.equal(s.sidecar.cpuLimit, null);
+  t.same([...s.sidecar.skipContainers], ['istio-proxy', 'linkerd-proxy']);
+  t.same(s.sidecar.meshExcludeOutboundPorts, []);
+  t.ok(s.excludeNamespaces.has('kube-system'));
+});
+
+t.test('heap caps follow the memory limit as measured', async (t) => {
+  t.equal(heapOptions(100), '--max-semi-space-size=2 --max-old-space-size=48', 'the measured 100 MiB configuration');
+  t.equal(heapOptions(256), '--max-semi-space-size=2 --max-old-space-size=122');
+  t.equal(loadInjectorSettings({ GOV_INJECTOR_SIDECAR_MEMORY_MIB: '256', GOV_INJECTOR_SIDECAR_NODE_OPTIONS: '--max-old-space-size=100' }).sidecar.nodeOptions, '--max-old-space-size=100', 'an explicit NODE_OPTIONS wins');
+});
+
+t.test('kube-system and the injector\'s own namespace are always excluded', async (t) => {
+  const s = loadInjectorSettings({ GOV_INJECTOR_EXCLUDE_NAMESPACES: 'sandbox', GOV_INJECTOR_NAMESPACE: 'gov-system' });
+  t.same([...s.excludeNamespaces].sort(), ['gov-system', 'kube-system', 'sandbox']);
+});
+
+t.test('bad values are refused, naming the setting', async (t) => {
+  const bad: Array<[string, string]> = [
+    ['GOV_INJECTOR_SIDECAR_MEMORY_MIB', '64'],
+    ['GOV_INJECTOR_PORT', '70000'],
+    ['GOV_INJECTOR_SIDECAR_CPU_REQUEST', 'lots'],
+    ['GOV_INJECTOR_LEDGER_SIZE_LIMIT', '1 GB'],
+    ['GOV_INJECTOR_SIDECAR_IMAGE_PULL_POLICY', 'Sometimes'],
+    ['GOV_INJECTOR_MESH_EXCLUDE_OUTBOUND_PORTS', '443,https'],
+    ['GOV_INJECTOR_SIDECAR_SECRET', 'Not_A_Name'],
+    ['GOV_INJECTOR_TLS_RELOAD_MS', '1'],
+  ];
+  for (const [name, value] of bad) t.throws(() => loadInjectorSettings({ [name]: value }), new RegExp(name), `${name}=${value}`);
+});
+
+t.test('docs/kubernetes.md lists every injector setting', async (t) => {
+  const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'kubernetes.md'), 'utf8');
+  for (const d of INJECTOR_SETTING_DOCS) t.match(doc, `\`${d.name}\``, d.name);
+});
