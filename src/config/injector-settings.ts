@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { PACKAGE_ROOT, SettingsError } from './settings.js';
 
@@ -16,6 +17,7 @@ export interface InjectorSettingDoc {
 const VERSION = (JSON.parse(readFileSync(`${PACKAGE_ROOT}/package.json`, 'utf8')) as { version: string }).version;
 
 export const INJECTOR_SETTING_DOCS: InjectorSettingDoc[] = [
+  { name: 'GOV_INJECTOR_CONFIG_FILE', default: '', help: 'YAML map of these settings by name (a mounted ConfigMap: one file for a chart\'s values); a list value is joined with commas; an environment variable wins over the file; read at start' },
   { name: 'GOV_INJECTOR_HOST', default: '127.0.0.1', help: 'address the webhook binds; set 0.0.0.0 in the injector\'s pod so the API server can reach it' },
   { name: 'GOV_INJECTOR_PORT', default: '8443', help: 'HTTPS port of the webhook (POST /inject, POST /inject/opt-in, GET /healthz); 0 picks a free one' },
   { name: 'GOV_INJECTOR_TLS_CERT_FILE', default: '/etc/gov-injector/tls/tls.crt', help: 'PEM certificate (chain) the webhook serves, e.g. a mounted kubernetes.io/tls Secret; re-read when it changes' },
@@ -84,9 +86,36 @@ export function heapOptions(memoryMiB: number): string {
   return `--max-semi-space-size=2 --max-old-space-size=${Math.floor(memoryMiB * 0.48)}`;
 }
 
+/**
+ * GOV_INJECTOR_CONFIG_FILE: the settings as a YAML map, under the environment (which wins). An unknown key
+ * is refused, so a misspelt setting in a chart's values fails at start instead of being ignored.
+ */
+function readConfigFile(file: string): Record<string, string> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new SettingsError(`GOV_INJECTOR_CONFIG_FILE: cannot read ${file}: ${(e as Error).message.split('\n')[0]}`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new SettingsError(`GOV_INJECTOR_CONFIG_FILE: ${file} must be a map of setting names to values`);
+  const known = new Set(INJECTOR_SETTING_DOCS.map((d) => d.name).filter((n) => n !== 'GOV_INJECTOR_CONFIG_FILE'));
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(doc)) {
+    if (!known.has(k)) throw new SettingsError(`GOV_INJECTOR_CONFIG_FILE: ${k} is not an injector setting (gov injector --help lists them)`);
+    const scalar = (x: unknown) => typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean';
+    if (scalar(v)) out[k] = String(v);
+    else if (Array.isArray(v) && v.every(scalar)) out[k] = v.map(String).join(',');
+    else if (v !== null) throw new SettingsError(`GOV_INJECTOR_CONFIG_FILE: ${k} must be a string, a number or a list of them`);
+  }
+  return out;
+}
+
 export function loadInjectorSettings(env: NodeJS.ProcessEnv = process.env): InjectorSettings {
+  const configFile = env.GOV_INJECTOR_CONFIG_FILE;
+  const fromFile: Record<string, string> = configFile === undefined || configFile === '' ? {} : readConfigFile(configFile);
   const get = (k: string): string | undefined => {
-    const v = env[k];
+    const v = env[k] === undefined || env[k] === '' ? fromFile[k] : env[k];
     return v === undefined || v === '' ? undefined : v;
   };
   const parse = <T>(name: string, schema: z.ZodType<T>, raw: string): T => {

@@ -40,8 +40,10 @@ async function readPair(settings: InjectorSettings): Promise<TlsPair> {
   return { cert, key, digest: createHash('sha256').update(cert).update(key).digest('hex') };
 }
 
-function send(res: ServerResponse, status: number, body: unknown): void {
+function send(res: ServerResponse, status: number, body: unknown, closing = false): void {
   const bytes = Buffer.from(JSON.stringify(body));
+  // While draining, the connection closes after this answer instead of idling until the grace period ends.
+  if (closing) res.setHeader('connection', 'close');
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': bytes.length });
   res.end(bytes);
 }
@@ -68,7 +70,7 @@ export async function startWebhookServer(settings: InjectorSettings, policy: Inj
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
-      send(res, draining ? 503 : 200, { status: draining ? 'shutting_down' : 'ok' });
+      send(res, draining ? 503 : 200, { status: draining ? 'shutting_down' : 'ok' }, draining);
       return;
     }
     const scope = SCOPES[path];
@@ -80,7 +82,7 @@ export async function startWebhookServer(settings: InjectorSettings, policy: Inj
       raw === null
         ? { response: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: '', allowed: true, status: { code: 413, message: `gov injector: the review is larger than ${MAX_REVIEW_BYTES} bytes; the pod is admitted unchanged` } } }, log: { uid: '', reason: 'malformed', ops: 0 } }
         : reviewAdmission(raw, scope, policy);
-    send(res, 200, outcome.response);
+    send(res, 200, outcome.response, draining);
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
     // Names and codes only: never the pod's env values, annotations' values or the patch itself.
     log[outcome.log.reason === 'malformed' ? 'warn' : 'info']({ ...outcome.log, scope, ms: Math.round(ms * 100) / 100 }, 'admission review');

@@ -48,3 +48,23 @@ t.test('docs/kubernetes.md lists every injector setting', async (t) => {
   const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'kubernetes.md'), 'utf8');
   for (const d of INJECTOR_SETTING_DOCS) t.match(doc, `\`${d.name}\``, d.name);
 });
+
+t.test('GOV_INJECTOR_CONFIG_FILE: the settings from a mounted YAML file, under the environment', async (t) => {
+  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const dir = mkdtempSync(join(tmpdir(), 'gov-injector-config-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'injector.yaml');
+  writeFileSync(file, ['GOV_INJECTOR_SIDECAR_IMAGE: registry.example/gov-gateway:1.2.3', 'GOV_INJECTOR_SIDECAR_MEMORY_MIB: 256', 'GOV_INJECTOR_MESH_EXCLUDE_OUTBOUND_PORTS: [443, 8443]', 'GOV_INJECTOR_PORT: 9443', ''].join('\n'));
+  const s = loadInjectorSettings({ GOV_INJECTOR_CONFIG_FILE: file, GOV_INJECTOR_PORT: '10443' });
+  t.equal(s.sidecar.image, 'registry.example/gov-gateway:1.2.3');
+  t.equal(s.sidecar.memoryMiB, 256);
+  t.same(s.sidecar.meshExcludeOutboundPorts, [443, 8443], 'a list is joined');
+  t.equal(s.port, 10443, 'the environment wins over the file');
+
+  writeFileSync(file, 'GOV_INJECTOR_SIDECAR_IMAGES: typo\n');
+  t.throws(() => loadInjectorSettings({ GOV_INJECTOR_CONFIG_FILE: file }), /GOV_INJECTOR_SIDECAR_IMAGES is not an injector setting/, 'a misspelt key fails at start');
+  writeFileSync(file, 'GOV_INJECTOR_SIDECAR_MEMORY_MIB: 64\n');
+  t.throws(() => loadInjectorSettings({ GOV_INJECTOR_CONFIG_FILE: file }), /GOV_INJECTOR_SIDECAR_MEMORY_MIB/, 'a bad value from the file names the setting');
+  t.throws(() => loadInjectorSettings({ GOV_INJECTOR_CONFIG_FILE: join(dir, 'missing.yaml') }), /GOV_INJECTOR_CONFIG_FILE: cannot read/);
+});
