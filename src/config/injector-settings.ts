@@ -30,6 +30,7 @@ export const INJECTOR_SETTING_DOCS: InjectorSettingDoc[] = [
   { name: 'GOV_INJECTOR_SIDECAR_IMAGE_PULL_POLICY', default: 'IfNotPresent', help: 'Always, IfNotPresent or Never' },
   { name: 'GOV_INJECTOR_SIDECAR_SECRET', default: 'gov-sidecar', help: 'Secret in the agent\'s namespace holding GOV_KEY, GOV_CENTRAL_URL and the GOV_UPSTREAM_* URLs (keys named as the settings; all optional)' },
   { name: 'GOV_INJECTOR_SIDECAR_ENV', default: 'production', help: 'GOV_ENV of the injected sidecar' },
+  { name: 'GOV_INJECTOR_SIDECAR_PROXY_HOST', default: '0.0.0.0', help: 'GOV_PROXY_HOST of the sidecar: the pod address the kubelet probes reach it on; :: on IPv6-only clusters (docs/kubernetes.md)' },
   { name: 'GOV_INJECTOR_SIDECAR_PROXY_PORT', default: '15080', help: 'GOV_PROXY_PORT of the sidecar: the port the app containers\' base URLs and the probes use' },
   { name: 'GOV_INJECTOR_SIDECAR_MEMORY_MIB', default: '128', help: 'the sidecar\'s memory request and limit in MiB (at least 100, docs/proxy.md "Memory in a pod"); sets its V8 heap caps' },
   { name: 'GOV_INJECTOR_SIDECAR_CPU_REQUEST', default: '100m', help: 'the sidecar\'s CPU request' },
@@ -48,6 +49,7 @@ export interface SidecarTemplate {
   imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
   secretName: string;
   govEnv: string;
+  proxyHost: string;
   proxyPort: number;
   memoryMiB: number;
   cpuRequest: string;
@@ -146,6 +148,7 @@ export function loadInjectorSettings(env: NodeJS.ProcessEnv = process.env): Inje
       imagePullPolicy: parse('GOV_INJECTOR_SIDECAR_IMAGE_PULL_POLICY', z.enum(['Always', 'IfNotPresent', 'Never']), get('GOV_INJECTOR_SIDECAR_IMAGE_PULL_POLICY') ?? 'IfNotPresent'),
       secretName,
       govEnv: get('GOV_INJECTOR_SIDECAR_ENV') ?? 'production',
+      proxyHost: parse('GOV_INJECTOR_SIDECAR_PROXY_HOST', z.string().regex(/^[0-9a-fA-F:.]+$/, 'must be an IP address such as 0.0.0.0 or ::'), get('GOV_INJECTOR_SIDECAR_PROXY_HOST') ?? '0.0.0.0'),
       proxyPort: parse('GOV_INJECTOR_SIDECAR_PROXY_PORT', port, get('GOV_INJECTOR_SIDECAR_PROXY_PORT') ?? '15080'),
       memoryMiB,
       cpuRequest: parse('GOV_INJECTOR_SIDECAR_CPU_REQUEST', quantity, get('GOV_INJECTOR_SIDECAR_CPU_REQUEST') ?? '100m'),

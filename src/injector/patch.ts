@@ -124,7 +124,7 @@ export function sidecarContainer(t: SidecarTemplate, agentId: string): Record<st
       // The embedded API stays inside the pod; the proxy listens on the pod's address because the
       // kubelet probes it there (docs/kubernetes.md, "What the patch adds").
       { name: 'GOV_HOST', value: '127.0.0.1' },
-      { name: 'GOV_PROXY_HOST', value: '0.0.0.0' },
+      { name: 'GOV_PROXY_HOST', value: t.proxyHost },
       { name: 'GOV_PROXY_PORT', value: String(t.proxyPort) },
       { name: 'GOV_EMBED_DB', value: `${LEDGER_MOUNT}/ledger` },
       // The pod's uid, not its name: a StatefulSet pod reuses its name with a new, empty volume, and a
