@@ -16,6 +16,7 @@ Modes:
   embedded   the embedded gateway: LMDB ledger, bearer token, 127.0.0.1:8765
   gateway    the full gateway: X-Gov-Token auth (API keys or HS256 JWT), port 8000
   sidecar    the governing proxy (127.0.0.1:15080) beside the embedded API (127.0.0.1:8765), one ledger
+  injector   the Kubernetes sidecar injector: a mutating admission webhook over TLS (gov injector --help)
 
 Tools:
   migrate                  apply the pending PostgreSQL schema migrations to GOV_DATABASE_URL and exit
@@ -121,6 +122,11 @@ async function policyCommand(argv: string[]): Promise<number> {
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === 'policy') {
     process.exitCode = await policyCommand(argv.slice(1));
+    return;
+  }
+  if (argv[0] === 'injector') {
+    const { injectorCommand } = await import('./injector.js');
+    await injectorCommand(argv.slice(1));
     return;
   }
   if (argv[0] === 'migrate') {
