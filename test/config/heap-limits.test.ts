@@ -55,6 +55,8 @@ t.test('GOV_SIDECAR_HEAP_MB overrides the container, and 0 means no thread', asy
   t.same(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '' }, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 50 });
   t.same(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '96' }, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 96 });
   t.equal(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '0' }, limit), null);
+  t.same(sidecarHeapLimits({ GOV_SIDECAR_YOUNG_MB: '12' }, limit), { maxYoungGenerationSizeMb: 12, maxOldGenerationSizeMb: 50 }, 'GOV_SIDECAR_YOUNG_MB sizes the young generation');
+  t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_YOUNG_MB: '0' }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_YOUNG_MB: / });
   for (const bad of ['abc', '-5', '8', '1.5', '100000']) {
     t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: bad }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_HEAP_MB: / }, bad);
   }
