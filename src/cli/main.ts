@@ -1,16 +1,14 @@
 #!/usr/bin/env node
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { SCORING_CONFIG } from '../engine/scoring-config.js';
-import { loadGoldenRules } from '../policy/golden.js';
-import { loadPolicyDir } from '../policy/loader.js';
-import { formatReport, readCaseDir, runCases } from '../policy/policy-test.js';
-import { policyReplayCommand } from './policy-replay.js';
-import { loadSettings, settingsHelp, SettingsError, type Mode } from '../config/settings.js';
-import { composeSidecar } from '../compose/sidecar.js';
-import { compose } from '../compose/modes.js';
+import { HeapSettingError } from '../config/heap-limits.js';
+import type { Mode } from '../config/settings.js';
+import { onSignals } from './signals.js';
 
-const USAGE = `Usage: gov <mode> [--help]
+// Modules load per command: `gov sidecar` runs in a thread of its own (cli/sidecar.ts), and whatever the
+// main thread imports stays in its heap for the life of the pod, beside the thread's.
+const usage = async (): Promise<string> => {
+  const { settingsHelp } = await import('../config/settings.js');
+  return `Usage: gov <mode> [--help]
 
 Modes:
   embedded   the embedded gateway: LMDB ledger, bearer token, 127.0.0.1:8765
@@ -36,39 +34,15 @@ ${settingsHelp('gateway')}
 Sidecar settings:
 ${settingsHelp('sidecar')}
 `;
-
-/** SIGTERM/SIGINT run `close` once, then exit 0 (or 1 if closing failed). */
-function onSignals(log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void }, close: () => Promise<void>): void {
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down: draining requests and committing the ledger');
-    close().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        log.error({ err: { message: (e as Error).message } }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
-}
-
-async function runSidecar(): Promise<void> {
-  const settings = loadSettings('sidecar');
-  const sc = await composeSidecar(settings);
-  const { proxyUrl, apiUrl } = await sc.listen();
-  const log = sc.composed.logger;
-  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId }, 'gov sidecar listening');
-  process.stdout.write(`gov sidecar listening on ${apiUrl}\ngov sidecar proxy listening on ${proxyUrl}\n`);
-  if (sc.composed.tokenGenerated) process.stdout.write(`GOV_EMBED_TOKEN=${sc.composed.token}\n`);
-  onSignals(log, () => sc.close());
-}
+};
 
 async function run(mode: Mode): Promise<void> {
-  if (mode === 'sidecar') return runSidecar();
+  if (mode === 'sidecar') {
+    const { runSidecar } = await import('./sidecar.js');
+    return runSidecar();
+  }
+  const { loadSettings } = await import('../config/settings.js');
+  const { compose } = await import('../compose/modes.js');
   const settings = loadSettings(mode);
   const gw = await compose(settings);
   const address = await gw.app.listen({ port: settings.port, host: settings.host });
@@ -96,7 +70,10 @@ rules the cases exercise. Exit 0 when every case passes, 1 when one fails, 2 on 
 `;
 
 async function policyCommand(argv: string[]): Promise<number> {
-  if (argv[0] === 'replay') return policyReplayCommand(argv.slice(1));
+  if (argv[0] === 'replay') {
+    const { policyReplayCommand } = await import('./policy-replay.js');
+    return policyReplayCommand(argv.slice(1));
+  }
   const { values, positionals } = parseArgs({
     args: argv,
     options: { help: { type: 'boolean', short: 'h' }, policies: { type: 'string' }, manifests: { type: 'string' }, verbose: { type: 'boolean', short: 'v' } },
@@ -106,6 +83,10 @@ async function policyCommand(argv: string[]): Promise<number> {
     process.stdout.write(POLICY_USAGE);
     return values.help ? 0 : 2;
   }
+  const { SCORING_CONFIG } = await import('../engine/scoring-config.js');
+  const { loadGoldenRules } = await import('../policy/golden.js');
+  const { loadPolicyDir } = await import('../policy/loader.js');
+  const { formatReport, readCaseDir, runCases } = await import('../policy/policy-test.js');
   const policyDir = values.policies ?? process.env.GOV_POLICY_DIR ?? 'policies';
   const manifestDir = values.manifests ?? process.env.GOV_MANIFEST_DIR ?? 'manifests';
   try {
@@ -137,17 +118,24 @@ async function main(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: false });
   const mode = positionals[0];
   if (mode !== 'embedded' && mode !== 'gateway' && mode !== 'sidecar') {
-    process.stdout.write(USAGE);
+    process.stdout.write(await usage());
     process.exit(values.help || mode === undefined ? 0 : 2);
   }
   if (values.help) {
+    const { settingsHelp } = await import('../config/settings.js');
     process.stdout.write(`Usage: gov ${mode}\n\nSettings (environment):\n${settingsHelp(mode)}\n`);
     return;
   }
   await run(mode);
 }
 
-main(process.argv.slice(2)).catch((e: unknown) => {
-  process.stderr.write(`gov: ${e instanceof SettingsError ? 'bad setting ' : ''}${(e as Error).message}\n`);
+main(process.argv.slice(2)).catch(async (e: unknown) => {
+  process.stderr.write(`gov: ${(await isSettingError(e)) ? 'bad setting ' : ''}${(e as Error).message}\n`);
   process.exit(1);
 });
+
+async function isSettingError(e: unknown): Promise<boolean> {
+  if (e instanceof HeapSettingError) return true;
+  const { SettingsError } = await import('../config/settings.js');
+  return e instanceof SettingsError;
+}

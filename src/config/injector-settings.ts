@@ -32,10 +32,10 @@ export const INJECTOR_SETTING_DOCS: InjectorSettingDoc[] = [
   { name: 'GOV_INJECTOR_SIDECAR_ENV', default: 'production', help: 'GOV_ENV of the injected sidecar' },
   { name: 'GOV_INJECTOR_SIDECAR_PROXY_HOST', default: '0.0.0.0', help: 'GOV_PROXY_HOST of the sidecar: the pod address the kubelet probes reach it on; :: on IPv6-only clusters (docs/kubernetes.md)' },
   { name: 'GOV_INJECTOR_SIDECAR_PROXY_PORT', default: '15080', help: 'GOV_PROXY_PORT of the sidecar: the port the app containers\' base URLs and the probes use' },
-  { name: 'GOV_INJECTOR_SIDECAR_MEMORY_MIB', default: '128', help: 'the sidecar\'s memory request and limit in MiB (at least 100, docs/proxy.md "Memory in a pod"); sets its V8 heap caps' },
+  { name: 'GOV_INJECTOR_SIDECAR_MEMORY_MIB', default: '128', help: 'the sidecar\'s memory request and limit in MiB (at least 100, docs/proxy.md "Memory in a pod"); the sidecar sizes its V8 heap from this limit itself' },
   { name: 'GOV_INJECTOR_SIDECAR_CPU_REQUEST', default: '100m', help: 'the sidecar\'s CPU request' },
   { name: 'GOV_INJECTOR_SIDECAR_CPU_LIMIT', default: '', help: 'the sidecar\'s CPU limit; unset: none (a throttled sidecar delays every call of the agent)' },
-  { name: 'GOV_INJECTOR_SIDECAR_NODE_OPTIONS', default: '(derived from the memory limit)', help: 'NODE_OPTIONS of the sidecar, replacing the derived --max-semi-space-size/--max-old-space-size caps' },
+  { name: 'GOV_INJECTOR_SIDECAR_NODE_OPTIONS', default: '(unset)', help: 'NODE_OPTIONS of the sidecar, when set; unset, the sidecar sizes its heap from the container\'s memory limit (GOV_SIDECAR_HEAP_MB, docs/proxy.md)' },
   { name: 'GOV_INJECTOR_LEDGER_SIZE_LIMIT', default: '1Gi', help: 'sizeLimit of the sidecar ledger\'s emptyDir (about 6.4 KB per governed call, docs/proxy.md)' },
   { name: 'GOV_INJECTOR_SIDECAR_UID', default: '10001', help: 'runAsUser of the sidecar (runAsNonRoot is always set)' },
   { name: 'GOV_INJECTOR_AGENT_ID_KEY', default: 'gov.io/agent-id', help: 'pod annotation, then label, naming the agent (GOV_AGENT_ID); else the pod\'s ServiceAccount' },
@@ -54,7 +54,7 @@ export interface SidecarTemplate {
   memoryMiB: number;
   cpuRequest: string;
   cpuLimit: string | null;
-  nodeOptions: string;
+  nodeOptions: string | null;
   ledgerSizeLimit: string;
   uid: number;
   agentIdKey: string;
@@ -78,15 +78,6 @@ export interface InjectorSettings {
 const port = z.coerce.number().int().min(1).max(65535);
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity such as 100m, 1Gi or 2');
 const list = (raw: string) => raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
-
-/**
- * V8 caps for a memory limit, from docs/proxy.md "Memory in a pod": at 100 MiB, an old space of 48 MiB
- * with a 2 MiB semi-space kept the sidecar clear of the OOM killer under load; the old space scales with
- * the limit at the same share (0.48), and the young generation stays small whenever the old space is capped.
- */
-export function heapOptions(memoryMiB: number): string {
-  return `--max-semi-space-size=2 --max-old-space-size=${Math.floor(memoryMiB * 0.48)}`;
-}
 
 /**
  * GOV_INJECTOR_CONFIG_FILE: the settings as a YAML map, under the environment (which wins). An unknown key
@@ -153,7 +144,9 @@ export function loadInjectorSettings(env: NodeJS.ProcessEnv = process.env): Inje
       memoryMiB,
       cpuRequest: parse('GOV_INJECTOR_SIDECAR_CPU_REQUEST', quantity, get('GOV_INJECTOR_SIDECAR_CPU_REQUEST') ?? '100m'),
       cpuLimit: cpuLimit === undefined ? null : parse('GOV_INJECTOR_SIDECAR_CPU_LIMIT', quantity, cpuLimit),
-      nodeOptions: get('GOV_INJECTOR_SIDECAR_NODE_OPTIONS') ?? heapOptions(memoryMiB),
+      // Unset by default: the sidecar runs in a thread whose heap it sizes from the container's memory limit
+      // (config/heap-limits.ts), so V8 flags from here would only size the idle main thread.
+      nodeOptions: get('GOV_INJECTOR_SIDECAR_NODE_OPTIONS') ?? null,
       ledgerSizeLimit: parse('GOV_INJECTOR_LEDGER_SIZE_LIMIT', quantity, get('GOV_INJECTOR_LEDGER_SIZE_LIMIT') ?? '1Gi'),
       uid: parse('GOV_INJECTOR_SIDECAR_UID', z.coerce.number().int().min(1).max(2_147_483_647), get('GOV_INJECTOR_SIDECAR_UID') ?? '10001'),
       agentIdKey: get('GOV_INJECTOR_AGENT_ID_KEY') ?? 'gov.io/agent-id',

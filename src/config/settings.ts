@@ -4,6 +4,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { AGENT_ID, parseAgentList } from './agent-identity.js';
+import { HEAP_SETTING_DOCS } from './heap-limits.js';
 import { DETECTOR_SETTING_DOCS, loadDetectorSettings, type DetectorSettings } from './detector-settings.js';
 import { loadRedisSettings, REDIS_SETTING_DOCS, type RedisSettings } from './redis-settings.js';
 import { loadQueueSettings, QUEUE_SETTING_DOCS, type QueueSettings } from './queue-settings.js';
@@ -71,6 +72,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_REPLICATION_RETRY_MAX_MS', modes: ['sidecar'], default: '30000', help: 'longest wait between attempts while the central gateway is unreachable or refuses (backoff doubles from GOV_REPLICATION_DELAY_MS)' },
   { name: 'GOV_REPLICATION_PRUNE_AFTER', modes: ['sidecar'], default: 'off', help: 'drop the local payload of rows the central store acknowledged once they are this old (e.g. 30m, 12h, 7d); header, chain and cursor stay' },
   ...REDIS_SETTING_DOCS,
+  ...HEAP_SETTING_DOCS,
   ...QUEUE_SETTING_DOCS,
   { name: 'GOV_LOG_LEVEL', modes: ['embedded', 'gateway', 'sidecar'], default: 'info', help: 'pino log level (fatal|error|warn|info|debug|trace|silent)' },
   { name: 'GOV_PROXY_PORT', modes: ['sidecar'], default: '15080', help: 'port of the governing proxy that agents point their SDK base URL at' },

@@ -133,7 +133,7 @@ export function sidecarContainer(t: SidecarTemplate, agentId: string): Record<st
       { name: 'GOV_SOURCE_ID', value: 'sidecar-$(GOV_POD_UID)' },
       fromSecret('GOV_CENTRAL_URL'),
       fromSecret('GOV_KEY'),
-      { name: 'NODE_OPTIONS', value: t.nodeOptions },
+      ...(t.nodeOptions === null ? [] : [{ name: 'NODE_OPTIONS', value: t.nodeOptions }]),
     ],
     resources: {
       requests: { cpu: t.cpuRequest, memory: `${t.memoryMiB}Mi` },

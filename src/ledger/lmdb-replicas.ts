@@ -1,12 +1,10 @@
-import type { Database, RootDatabase } from 'lmdb';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { ChainWalker } from './chain.js';
-import { LMDB_DB_NAMES, VERIFY_YIELD_ROWS } from './lmdb-layout.js';
+import type { LmdbHandles } from './lmdb-handles.js';
+import { VERIFY_YIELD_ROWS } from './lmdb-layout.js';
 import type { IngestResult, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
 import { planIngest, storedRowHash } from './replica-batch.js';
 import { SerialQueue } from './serial-queue.js';
-
-type ReplicaKey = [string, number];
 
 /**
  * Replicated rows in the central gateway's LMDB environment, beside its own ledger: `replica_rows` holds
@@ -16,73 +14,77 @@ type ReplicaKey = [string, number];
  * acknowledged batch is never lost by the central store.
  */
 export class LmdbReplicaStore implements ReplicaStore {
-  private readonly rows: Database<Buffer, ReplicaKey>;
-  private readonly heads: Database<{ seq: number; hash: string }, string>;
-  private readonly envelopes: Database<number, [string, string]>;
   private readonly queue = new SerialQueue();
 
+  /** The ledger's handles (lmdb-handles.ts): read at each use, since the ledger may reopen them. */
   constructor(
-    private readonly env: RootDatabase,
+    private readonly h: LmdbHandles,
     private readonly payloadKey: Buffer | undefined,
-  ) {
-    this.rows = env.openDB<Buffer, ReplicaKey>(LMDB_DB_NAMES.replicaRows, { encoding: 'binary' });
-    this.heads = env.openDB<{ seq: number; hash: string }, string>(LMDB_DB_NAMES.replicaHeads, {});
-    this.envelopes = env.openDB<number, [string, string]>(LMDB_DB_NAMES.replicaEnvelopes, {});
-  }
+  ) {}
 
   async head(source: string): Promise<SourceHead> {
+    const reopening = this.h.whenOpen();
+    if (reopening) await reopening;
     return this.headOf(source);
   }
 
   private headOf(source: string): SourceHead {
-    const h = this.heads.get(source);
+    const h = this.h.replicaHeads.get(source);
     return h ? { seq: h.seq, hash: h.hash } : { seq: 0, hash: null };
   }
 
   ingest(source: string, rows: StoredRow[]): Promise<IngestResult> {
     // Batches are planned against the head the previous batch left, so they run one at a time.
-    return this.queue.run(async () => {
+    return this.queue.run(() => this.h.hold(async () => {
       const head = this.headOf(source);
       const plan = planIngest(source, rows, head, {
         hashAt: (seq) => {
-          const b = this.rows.get([source, seq]);
+          const b = this.h.replicaRows.get([source, seq]);
           return b ? storedRowHash(b) : null;
         },
-        seqOfEnvelope: (id) => this.envelopes.get([source, id]) ?? null,
+        seqOfEnvelope: (id) => this.h.replicaEnvelopes.get([source, id]) ?? null,
       }, this.payloadKey);
       if (plan.fresh.length > 0) {
-        await this.env.transaction(() => {
+        const { env, replicaRows, replicaEnvelopes, replicaHeads } = this.h;
+        await env.transaction(() => {
           for (const r of plan.fresh) {
-            this.rows.putSync([source, r.seq], r.bytes);
-            this.envelopes.putSync([source, r.envelopeId], r.seq);
+            replicaRows.putSync([source, r.seq], r.bytes);
+            replicaEnvelopes.putSync([source, r.envelopeId], r.seq);
           }
-          this.heads.putSync(source, { seq: plan.head.seq, hash: plan.head.hash! });
+          replicaHeads.putSync(source, { seq: plan.head.seq, hash: plan.head.hash! });
         });
-        await new Promise<unknown>((res) => this.env.flushed.then(res, res));
+        await new Promise<unknown>((res) => env.flushed.then(res, res));
       }
       return { source, stored: plan.fresh.length, duplicates: plan.duplicates, head: plan.head };
-    });
+    }));
   }
 
   async readRows(source: string, afterSeq: number, limit: number): Promise<StoredRow[]> {
+    const reopening = this.h.whenOpen();
+    if (reopening) await reopening;
     const out: StoredRow[] = [];
-    for (const { key, value } of this.rows.getRange({ start: [source, afterSeq + 1], end: [source, Number.MAX_SAFE_INTEGER], limit })) {
+    for (const { key, value } of this.h.replicaRows.getRange({ start: [source, afterSeq + 1], end: [source, Number.MAX_SAFE_INTEGER], limit })) {
       out.push({ seq: key[1], bytes: Buffer.from(value) });
     }
     return out;
   }
 
   /** One read snapshot for every source's rows and the heads committed with them. */
-  async verify(): Promise<SourceVerifyResult[]> {
-    const txn = this.env.useReadTransaction();
+  verify(): Promise<SourceVerifyResult[]> {
+    return this.h.hold(() => this.verifySnapshot());
+  }
+
+  private async verifySnapshot(): Promise<SourceVerifyResult[]> {
+    const { env, replicaHeads, replicaRows } = this.h;
+    const txn = env.useReadTransaction();
     try {
-      const heads = [...this.heads.getRange({ transaction: txn })].map(({ key, value }) => [key, value] as const);
+      const heads = [...replicaHeads.getRange({ transaction: txn })].map(({ key, value }) => [key, value] as const);
       const out: SourceVerifyResult[] = [];
       for (const [source, head] of heads) {
         const walker = new ChainWalker({ payloadKey: this.payloadKey, expectedHead: head });
         let n = 0;
         try {
-          for (const { key, value } of this.rows.getRange({ transaction: txn, start: [source, 0], end: [source, Number.MAX_SAFE_INTEGER] })) {
+          for (const { key, value } of replicaRows.getRange({ transaction: txn, start: [source, 0], end: [source, Number.MAX_SAFE_INTEGER] })) {
             if (!walker.step(key[1], value)) break;
             if (++n % VERIFY_YIELD_ROWS === 0) await yieldToEventLoop();
           }

@@ -91,7 +91,7 @@ for (const c of cases) {
       t.equal(e?.value, undefined, `${secret} is never a literal`);
       t.equal(e?.valueFrom?.secretKeyRef?.key, secret, `${secret} comes from the Secret`);
     }
-    t.match(envOf(sidecar, 'NODE_OPTIONS')?.value, /--max-old-space-size=\d+/, 'the heap is capped for the memory limit');
+    t.equal(envOf(sidecar, 'NODE_OPTIONS'), undefined, 'no V8 flags: the sidecar sizes its heap from the memory limit');
     t.equal(sidecar.readinessProbe.httpGet.path, '/health/ready');
     t.equal(sidecar.livenessProbe.httpGet.path, '/health/live');
     t.equal(sidecar.readinessProbe.httpGet.port, port, 'probes on the proxy port');

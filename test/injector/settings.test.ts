@@ -1,10 +1,10 @@
-// gov injector's settings (issue 16): defaults, the heap caps derived from the memory limit
-// (docs/proxy.md "Memory in a pod"), the namespaces that are always excluded, refusals naming the
+// gov injector's settings (issue 16): defaults, NODE_OPTIONS only when asked for (the sidecar sizes its heap
+// from the container's memory limit itself, docs/proxy.md "Memory in a pod"), the namespaces that are always excluded, refusals naming the
 // setting, and docs/kubernetes.md listing every setting.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { heapOptions, INJECTOR_SETTING_DOCS, loadInjectorSettings } from '../../src/config/injector-settings.js';
+import { INJECTOR_SETTING_DOCS, loadInjectorSettings } from '../../src/config/injector-settings.js';
 
 t.test('defaults', async (t) => {
   const s = loadInjectorSettings({});
@@ -12,17 +12,16 @@ t.test('defaults', async (t) => {
   t.equal(s.port, 8443);
   t.equal(s.sidecar.proxyPort, 15080, 'the sidecar\'s own GOV_PROXY_PORT default');
   t.equal(s.sidecar.memoryMiB, 128);
-  t.equal(s.sidecar.nodeOptions, '--max-semi-space-size=2 --max-old-space-size=61');
+  t.equal(s.sidecar.nodeOptions, null, 'no V8 flags: the sidecar sizes its heap from the memory limit');
   t.equal(s.sidecar.cpuLimit, null);
   t.same([...s.sidecar.skipContainers], ['istio-proxy', 'linkerd-proxy']);
   t.same(s.sidecar.meshExcludeOutboundPorts, []);
   t.ok(s.excludeNamespaces.has('kube-system'));
 });
 
-t.test('heap caps follow the memory limit as measured', async (t) => {
-  t.equal(heapOptions(100), '--max-semi-space-size=2 --max-old-space-size=48', 'the measured 100 MiB configuration');
-  t.equal(heapOptions(256), '--max-semi-space-size=2 --max-old-space-size=122');
-  t.equal(loadInjectorSettings({ GOV_INJECTOR_SIDECAR_MEMORY_MIB: '256', GOV_INJECTOR_SIDECAR_NODE_OPTIONS: '--max-old-space-size=100' }).sidecar.nodeOptions, '--max-old-space-size=100', 'an explicit NODE_OPTIONS wins');
+t.test('NODE_OPTIONS only when a setting gives it', async (t) => {
+  t.equal(loadInjectorSettings({ GOV_INJECTOR_SIDECAR_MEMORY_MIB: '256', GOV_INJECTOR_SIDECAR_NODE_OPTIONS: '--max-old-space-size=100' }).sidecar.nodeOptions, '--max-old-space-size=100');
+  t.equal(loadInjectorSettings({ GOV_INJECTOR_SIDECAR_MEMORY_MIB: '256' }).sidecar.nodeOptions, null);
 });
 
 t.test('kube-system and the injector\'s own namespace are always excluded', async (t) => {

@@ -1,0 +1,29 @@
+import { getHeapStatistics } from 'node:v8';
+import { isMainThread, resourceLimits } from 'node:worker_threads';
+import { loadSettings } from '../config/settings.js';
+import { composeSidecar } from '../compose/sidecar.js';
+
+export interface ServingSidecar {
+  log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void };
+  /** Drains both ports and commits the ledger (SIGTERM). */
+  close(): Promise<void>;
+}
+
+/** Loads the settings, composes the sidecar, binds both ports and prints the listening lines. */
+export async function serveSidecar(): Promise<ServingSidecar> {
+  const settings = loadSettings('sidecar');
+  const sc = await composeSidecar(settings);
+  const { proxyUrl, apiUrl } = await sc.listen();
+  const log = sc.composed.logger;
+  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId, heap: heapReport() }, 'gov sidecar listening');
+  process.stdout.write(`gov sidecar listening on ${apiUrl}\ngov sidecar proxy listening on ${proxyUrl}\n`);
+  if (sc.composed.tokenGenerated) process.stdout.write(`GOV_EMBED_TOKEN=${sc.composed.token}\n`);
+  return { log, close: () => sc.close() };
+}
+
+/** The V8 limits this sidecar runs under, as logged at start (and read by test/cli/sidecar-thread.test.ts). */
+function heapReport(): { thread: boolean; max_old_generation_mb?: number; max_young_generation_mb?: number; heap_size_limit_mb: number } {
+  const limit = Math.round(getHeapStatistics().heap_size_limit / (1024 * 1024));
+  if (isMainThread) return { thread: false, heap_size_limit_mb: limit };
+  return { thread: true, max_old_generation_mb: resourceLimits.maxOldGenerationSizeMb, max_young_generation_mb: resourceLimits.maxYoungGenerationSizeMb, heap_size_limit_mb: limit };
+}

@@ -1,0 +1,120 @@
+// `gov sidecar` serves from a worker thread whose V8 heap is capped (issue 15, cli/sidecar.ts): the limits
+// it runs under, that it still governs and audits calls and exits 0 on SIGTERM, and how it fails when the
+// cap is too small for it.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t, { type Test } from 'tap';
+import { containerMemoryLimit, heapLimitsFor, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
+import { SETTING_DOCS } from '../../src/config/settings.js';
+import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { CLI, freePort, runCli } from '../helpers/gov-process.js';
+import { openAiCompletion, startMockUpstream } from '../helpers/mock-upstreams.js';
+
+interface Heap {
+  thread: boolean;
+  max_old_generation_mb?: number;
+  max_young_generation_mb?: number;
+  heap_size_limit_mb: number;
+}
+
+function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base: NodeJS.ProcessEnv = { ...process.env };
+  for (const d of SETTING_DOCS) delete base[d.name];
+  delete base.NODE_OPTIONS;
+  return { ...base, GOV_ENV: 'test', ...env };
+}
+
+/** Starts `gov sidecar`, waits for its start log line, and returns the heap it reports there. */
+async function start(t: Test, env: Record<string, string>) {
+  const apiPort = await freePort();
+  const proxyPort = await freePort();
+  const child = spawn(process.execPath, [CLI, 'sidecar'], { env: cleanEnv({ GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort), ...env }), stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => void child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const heap = await new Promise<Heap>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start line within 15 s: ${out}`)), 15_000);
+    const onData = () => {
+      const line = out.split('\n').find((l) => l.includes('"msg":"gov sidecar listening"'));
+      if (line && /gov sidecar proxy listening on/.test(out)) {
+        clearTimeout(timer);
+        resolve((JSON.parse(line) as { heap: Heap }).heap);
+      }
+    };
+    child.stdout.on('data', onData);
+    void exited.then(() => reject(new Error(`exited early: ${out}`)));
+  });
+  return { child, heap, exited, out: () => out, proxyUrl: `http://127.0.0.1:${proxyPort}` };
+}
+
+t.test('by default the sidecar runs in a thread sized from the container\'s memory limit', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-thread-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger') });
+  const want = heapLimitsFor(containerMemoryLimit());
+  t.same(p.heap.thread, true);
+  t.equal(p.heap.max_old_generation_mb, want.maxOldGenerationSizeMb, 'the cgroup this test runs in decides, as it would in a pod');
+  t.equal(p.heap.max_young_generation_mb, YOUNG_GENERATION_MB);
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0);
+});
+
+t.test('GOV_SIDECAR_HEAP_MB and GOV_SIDECAR_YOUNG_MB size the thread; calls are governed, every row committed, and SIGTERM exits 0', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-thread-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const mock = await startMockUpstream(() => ({ json: openAiCompletion('Hello from the upstream.') }));
+  t.teardown(() => mock.close());
+  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_AGENT_ID: 'thread-agent', GOV_SIDECAR_HEAP_MB: '48', GOV_SIDECAR_YOUNG_MB: '9' });
+  t.same({ thread: p.heap.thread, old: p.heap.max_old_generation_mb, young: p.heap.max_young_generation_mb }, { thread: true, old: 48, young: 9 });
+  t.ok(p.heap.heap_size_limit_mb <= 48 + 9 + 8, `V8 reports a heap limit of ${p.heap.heap_size_limit_mb} MB, not Node's default`);
+
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const r = await fetch(`${p.proxyUrl}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-thread-test' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Say hello ${i}` }] }),
+    });
+    t.equal(r.status, 200);
+    await r.arrayBuffer();
+    ids.push(r.headers.get('x-gov-envelope-id')!);
+  }
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0, 'the main thread exits with the thread\'s code');
+  t.match(p.out(), /"signal":"SIGTERM".*shutting down/, 'the signal reached the thread');
+
+  const storage = await openLmdbStorage(join(dir, 'ledger'));
+  t.teardown(() => storage.close());
+  for (const id of ids) {
+    const post = await storage.ledger.get(id);
+    t.equal(post?.phase, 'post_check');
+    t.equal((await storage.ledger.get(post!.parent_envelope_id!))?.phase, 'pre_check');
+  }
+  t.equal((await storage.ledger.verify()).valid, true);
+});
+
+t.test('GOV_SIDECAR_HEAP_MB=0 serves on the main thread with Node\'s own sizing', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-thread-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_SIDECAR_HEAP_MB: '0' });
+  t.same(p.heap.thread, false);
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0);
+});
+
+t.test('a bad GOV_SIDECAR_HEAP_MB is a bad setting; a cap below what the sidecar holds live ends it with 1', async (t) => {
+  const bad = await runCli(['sidecar'], cleanEnv({ GOV_SIDECAR_HEAP_MB: 'lots' }));
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, /^gov: bad setting GOV_SIDECAR_HEAP_MB: /);
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-thread-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const apiPort = await freePort();
+  const proxyPort = await freePort();
+  const tiny = await runCli(['sidecar'], cleanEnv({ GOV_SIDECAR_HEAP_MB: '16', GOV_EMBED_DB: join(dir, 'ledger'), GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort) }), 60_000);
+  t.equal(tiny.code, 1, 'out of heap: exit 1 (the pod restarts it), not a hang');
+  t.match(tiny.stderr, /GOV_SIDECAR_HEAP_MB/, 'the message names the setting to raise');
+});

@@ -1,0 +1,63 @@
+// The sidecar thread's V8 limits come from the container's cgroup memory limit (issue 15): these tests give
+// containerMemoryLimit() fixture cgroup trees as a pod would see them.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import t, { type Test } from 'tap';
+import { containerMemoryLimit, DEFAULT_OLD_GENERATION_MB, heapLimitsFor, sidecarHeapLimits, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
+
+const MIB = 1024 * 1024;
+
+function tree(t: Test, files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), 'gov-cgroup-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  return root;
+}
+
+t.test('cgroup v2: memory.max of the process\'s own cgroup', async (t) => {
+  const root = tree(t, { 'kubepods/pod-a/ctr/memory.max': `${100 * MIB}\n`, 'memory.max': 'max\n' });
+  t.equal(containerMemoryLimit(root, '0::/kubepods/pod-a/ctr\n'), 100 * MIB);
+  t.same(heapLimitsFor(containerMemoryLimit(root, '0::/kubepods/pod-a/ctr\n')), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 50 }, 'half of a 100 MiB limit');
+});
+
+t.test('cgroup v2 inside a cgroup namespace (path /), and "max" as no limit', async (t) => {
+  t.equal(containerMemoryLimit(tree(t, { 'memory.max': `${256 * MIB}` }), '0::/\n'), 256 * MIB);
+  t.equal(containerMemoryLimit(tree(t, { 'memory.max': 'max' }), '0::/\n'), null);
+  t.equal(containerMemoryLimit(tree(t, { 'elsewhere/memory.max': `${64 * MIB}` }), '0::/pod\n'), null, 'no file: no limit');
+});
+
+t.test('cgroup v1: the memory controller\'s limit_in_bytes, and its page-rounded 2^63 as no limit', async (t) => {
+  const v1 = '12:pids:/docker/abc\n4:memory:/docker/abc\n0::/\n';
+  const limited = tree(t, { 'memory/docker/abc/memory.limit_in_bytes': `${128 * MIB}\n` });
+  t.equal(containerMemoryLimit(limited, v1), 128 * MIB);
+  t.equal(heapLimitsFor(128 * MIB).maxOldGenerationSizeMb, 64);
+  const namespaced = tree(t, { 'memory/memory.limit_in_bytes': `${512 * MIB}\n` });
+  t.equal(containerMemoryLimit(namespaced, v1), 512 * MIB, 'the mount\'s own file when the path is not under it');
+  const unlimited = tree(t, { 'memory/docker/abc/memory.limit_in_bytes': '9223372036854771712\n' });
+  t.equal(containerMemoryLimit(unlimited, v1), null);
+  t.equal(containerMemoryLimit(unlimited, 'garbage'), null, 'an unreadable /proc/self/cgroup is no limit');
+});
+
+t.test('the old generation is half the limit within bounds, and a default without one', async (t) => {
+  t.equal(heapLimitsFor(null).maxOldGenerationSizeMb, DEFAULT_OLD_GENERATION_MB);
+  t.equal(heapLimitsFor(64 * MIB).maxOldGenerationSizeMb, 48, 'never below 48 MB (start-up needs ~30)');
+  t.equal(heapLimitsFor(64 * 1024 * MIB).maxOldGenerationSizeMb, 2048, 'never above 2 GB');
+  t.equal(heapLimitsFor(null).maxYoungGenerationSizeMb, YOUNG_GENERATION_MB);
+});
+
+t.test('GOV_SIDECAR_HEAP_MB overrides the container, and 0 means no thread', async (t) => {
+  const limit = () => 100 * MIB;
+  t.same(sidecarHeapLimits({}, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 50 });
+  t.same(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '' }, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 50 });
+  t.same(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '96' }, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 96 });
+  t.equal(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '0' }, limit), null);
+  t.same(sidecarHeapLimits({ GOV_SIDECAR_YOUNG_MB: '12' }, limit), { maxYoungGenerationSizeMb: 12, maxOldGenerationSizeMb: 50 }, 'GOV_SIDECAR_YOUNG_MB sizes the young generation');
+  t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_YOUNG_MB: '0' }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_YOUNG_MB: / });
+  for (const bad of ['abc', '-5', '8', '1.5', '100000']) {
+    t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: bad }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_HEAP_MB: / }, bad);
+  }
+});
