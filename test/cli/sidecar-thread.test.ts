@@ -68,9 +68,9 @@ t.test('GOV_SIDECAR_HEAP_MB and GOV_SIDECAR_YOUNG_MB size the thread; calls are 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const mock = await startMockUpstream(() => ({ json: openAiCompletion('Hello from the upstream.') }));
   t.teardown(() => mock.close());
-  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_AGENT_ID: 'thread-agent', GOV_SIDECAR_HEAP_MB: '48', GOV_SIDECAR_YOUNG_MB: '9' });
-  t.same({ thread: p.heap.thread, old: p.heap.max_old_generation_mb, young: p.heap.max_young_generation_mb }, { thread: true, old: 48, young: 9 });
-  t.ok(p.heap.heap_size_limit_mb <= 48 + 9 + 8, `V8 reports a heap limit of ${p.heap.heap_size_limit_mb} MB, not Node's default`);
+  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_AGENT_ID: 'thread-agent', GOV_SIDECAR_HEAP_MB: '72', GOV_SIDECAR_YOUNG_MB: '9' });
+  t.same({ thread: p.heap.thread, old: p.heap.max_old_generation_mb, young: p.heap.max_young_generation_mb }, { thread: true, old: 72, young: 9 });
+  t.ok(p.heap.heap_size_limit_mb <= 72 + 9 + 8, `V8 reports a heap limit of ${p.heap.heap_size_limit_mb} MB, not Node's default`);
 
   const ids: string[] = [];
   for (let i = 0; i < 20; i++) {

@@ -19,9 +19,10 @@ function tree(t: Test, files: Record<string, string>): string {
 }
 
 t.test('cgroup v2: memory.max of the process\'s own cgroup', async (t) => {
-  const root = tree(t, { 'kubepods/pod-a/ctr/memory.max': `${100 * MIB}\n`, 'memory.max': 'max\n' });
-  t.equal(containerMemoryLimit(root, '0::/kubepods/pod-a/ctr\n'), 100 * MIB);
-  t.same(heapLimitsFor(containerMemoryLimit(root, '0::/kubepods/pod-a/ctr\n')), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 50 }, 'half of a 100 MiB limit');
+  const root = tree(t, { 'kubepods/pod-a/ctr/memory.max': `${200 * MIB}\n`, 'memory.max': 'max\n' });
+  t.equal(containerMemoryLimit(root, '0::/kubepods/pod-a/ctr\n'), 200 * MIB);
+  t.same(heapLimitsFor(containerMemoryLimit(root, '0::/kubepods/pod-a/ctr\n')), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 100 }, 'half of a 200 MiB limit');
+  t.equal(heapLimitsFor(100 * MIB).maxOldGenerationSizeMb, 64, 'a 100 MiB pod: the 64 MB floor, not half');
 });
 
 t.test('cgroup v2 inside a cgroup namespace (path /), and "max" as no limit', async (t) => {
@@ -44,18 +45,18 @@ t.test('cgroup v1: the memory controller\'s limit_in_bytes, and its page-rounded
 
 t.test('the old generation is half the limit within bounds, and a default without one', async (t) => {
   t.equal(heapLimitsFor(null).maxOldGenerationSizeMb, DEFAULT_OLD_GENERATION_MB);
-  t.equal(heapLimitsFor(64 * MIB).maxOldGenerationSizeMb, 48, 'never below 48 MB (start-up needs ~30)');
+  t.equal(heapLimitsFor(64 * MIB).maxOldGenerationSizeMb, 64, 'never below 64 MB (start-up needs ~30, shutdown more)');
   t.equal(heapLimitsFor(64 * 1024 * MIB).maxOldGenerationSizeMb, 2048, 'never above 2 GB');
   t.equal(heapLimitsFor(null).maxYoungGenerationSizeMb, YOUNG_GENERATION_MB);
 });
 
 t.test('GOV_SIDECAR_HEAP_MB overrides the container, and 0 means no thread', async (t) => {
-  const limit = () => 100 * MIB;
-  t.same(sidecarHeapLimits({}, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 50 });
-  t.same(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '' }, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 50 });
+  const limit = () => 160 * MIB;
+  t.same(sidecarHeapLimits({}, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 80 });
+  t.same(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '' }, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 80 });
   t.same(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '96' }, limit), { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 96 });
   t.equal(sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: '0' }, limit), null);
-  t.same(sidecarHeapLimits({ GOV_SIDECAR_YOUNG_MB: '12' }, limit), { maxYoungGenerationSizeMb: 12, maxOldGenerationSizeMb: 50 }, 'GOV_SIDECAR_YOUNG_MB sizes the young generation');
+  t.same(sidecarHeapLimits({ GOV_SIDECAR_YOUNG_MB: '12' }, limit), { maxYoungGenerationSizeMb: 12, maxOldGenerationSizeMb: 80 }, 'GOV_SIDECAR_YOUNG_MB sizes the young generation');
   t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_YOUNG_MB: '0' }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_YOUNG_MB: / });
   for (const bad of ['abc', '-5', '8', '1.5', '100000']) {
     t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: bad }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_HEAP_MB: / }, bad);
