@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { injectorSettingsHelp, loadInjectorSettings } from '../config/injector-settings.js';
 import { startWebhookServer } from '../injector/webhook-server.js';
+import { onSignals } from './signals.js';
 
 export const INJECTOR_USAGE = `Usage: gov injector
 
@@ -23,19 +24,5 @@ export async function injectorCommand(argv: string[]): Promise<void> {
   const server = await startWebhookServer(settings, { excludeNamespaces: settings.excludeNamespaces, sidecar: settings.sidecar }, log);
   log.info({ address: server.url, image: settings.sidecar.image, exclude_namespaces: [...settings.excludeNamespaces] }, 'gov injector listening');
   process.stdout.write(`gov injector listening on ${server.url}\n`);
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down: finishing in-flight reviews');
-    server.close().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        log.error({ err: { message: (e as Error).message } }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  onSignals(log, () => server.close(), 'shutting down: finishing in-flight reviews');
 }

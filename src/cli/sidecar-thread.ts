@@ -2,6 +2,7 @@ import { writeSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import { SettingsError } from '../config/settings.js';
 import { serveSidecar } from './sidecar-serve.js';
+import { closeAndExit } from './signals.js';
 import { SIDECAR_STOP, type SidecarStop } from './sidecar.js';
 
 // The sidecar's thread (cli/sidecar.ts starts it with heap limits). Signals reach only the main thread,
@@ -14,14 +15,7 @@ try {
   parentPort?.on('message', (m: SidecarStop) => {
     if (m?.type !== SIDECAR_STOP || stopping) return;
     stopping = true;
-    log.info({ signal: m.signal }, 'shutting down: draining requests and committing the ledger');
-    close().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        log.error({ err: { message: (e as Error).message } }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    closeAndExit(log, close, m.signal);
   });
 } catch (e) {
   // Written straight to fd 2: this thread's process.stderr is relayed by the main thread, which exits as

@@ -1,17 +1,26 @@
+type ShutdownLog = { info: (o: object, m: string) => void; error: (o: object, m: string) => void };
+
+const DRAINING = 'shutting down: draining requests and committing the ledger';
+
+/** Logs the stop, runs `close`, then exits 0 (or 1 if closing failed). */
+export function closeAndExit(log: ShutdownLog, close: () => Promise<void>, signal: string, message = DRAINING): void {
+  log.info({ signal }, message);
+  close().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      log.error({ err: { message: (e as Error).message } }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
+}
+
 /** SIGTERM/SIGINT run `close` once, then exit 0 (or 1 if closing failed). */
-export function onSignals(log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void }, close: () => Promise<void>): void {
+export function onSignals(log: ShutdownLog, close: () => Promise<void>, message = DRAINING): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down: draining requests and committing the ledger');
-    close().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        log.error({ err: { message: (e as Error).message } }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    closeAndExit(log, close, signal, message);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

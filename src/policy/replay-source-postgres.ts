@@ -102,6 +102,13 @@ export async function openStoreReader(url: string, encryptionKey?: Buffer): Prom
       return res.rows.map((r): [string, string] => [r.key, r.value]).sort((a, b) => Buffer.compare(Buffer.from(a[0]), Buffer.from(b[0])));
     };
 
+    /** A batch of `raw` rows, with the pre-checks its post-checks need that `fetchParents` finds outside it. */
+    const batchOf = async (raw: RawRow[], fetchParents: (ids: string[]) => Promise<RawRow[]>): Promise<StoreBatch> => {
+      const rows = raw.map(toRow);
+      const parents = outsideParents(rows);
+      return { rows, lookup: lookupFrom(rows, parents.length === 0 ? [] : await fetchParents(parents)) };
+    };
+
     return {
       async *batches(size) {
         // The gateway's own rows: envelope ids are unique store-wide here, so a parent is found by id alone.
@@ -110,10 +117,7 @@ export async function openStoreReader(url: string, encryptionKey?: Buffer): Prom
           const res = await client.query<RawRow & { id: string }>('SELECT id, seq, row_bytes FROM gov_audit_rows WHERE id > $1 ORDER BY id LIMIT $2', [afterId, size]);
           if (res.rows.length === 0) break;
           afterId = res.rows[res.rows.length - 1].id;
-          const rows = res.rows.map(toRow);
-          const parents = outsideParents(rows);
-          const found = parents.length === 0 ? [] : (await client.query<RawRow>('SELECT seq, row_bytes FROM gov_audit_rows WHERE envelope_id = ANY($1)', [parents])).rows;
-          yield { rows, lookup: lookupFrom(rows, found) };
+          yield await batchOf(res.rows, async (ids) => (await client.query<RawRow>('SELECT seq, row_bytes FROM gov_audit_rows WHERE envelope_id = ANY($1)', [ids])).rows);
           if (res.rows.length < size) break;
         }
         if (!hasReplicas) return;
@@ -132,11 +136,9 @@ export async function openStoreReader(url: string, encryptionKey?: Buffer): Prom
           for (let i = 1; i <= res.rows.length; i++) {
             if (i < res.rows.length && res.rows[i].source === res.rows[start].source) continue;
             const source = res.rows[start].source;
-            const rows = res.rows.slice(start, i).map(toRow);
+            const run = res.rows.slice(start, i);
             start = i;
-            const parents = outsideParents(rows);
-            const found = parents.length === 0 ? [] : (await client.query<RawRow>('SELECT seq, row_bytes FROM gov_replica_rows WHERE source = $1 AND envelope_id = ANY($2)', [source, parents])).rows;
-            yield { rows, lookup: lookupFrom(rows, found) };
+            yield await batchOf(run, async (ids) => (await client.query<RawRow>('SELECT seq, row_bytes FROM gov_replica_rows WHERE source = $1 AND envelope_id = ANY($2)', [source, ids])).rows);
           }
           if (res.rows.length < size) break;
         }

@@ -60,17 +60,7 @@ export class CachedAgentStats {
       }
       this.memo.delete(agentId);
     }
-    let read = this.reading.get(agentId);
-    if (read === undefined) {
-      const started = this.readThrough(agentId);
-      read = started;
-      this.reading.set(agentId, started);
-      const done = () => {
-        if (this.reading.get(agentId) === started) this.reading.delete(agentId);
-      };
-      started.then(done, done);
-    }
-    return read;
+    return shared(this.reading, agentId, () => this.readThrough(agentId));
   }
 
   private async readThrough(agentId: string): Promise<AgentStats> {
@@ -106,23 +96,29 @@ export class CachedAgentStats {
   }
 
   private fill(agentId: string): Promise<AgentStats> {
-    let read = this.filling.get(agentId);
-    if (read !== undefined) return read;
-    read = this.ledger.agentStats(agentId).then((stats) => {
-      const filledAt = this.now();
-      // Not awaited: a decision never waits on the cache write, and a failed one only means another miss.
-      this.redis.client.set(this.key(agentId), JSON.stringify({ ...stats, filled_at: filledAt }), 'PX', this.ttlMs).catch(() => undefined);
-      this.remember(agentId, stats, filledAt);
-      return stats;
-    });
-    const shared = read;
-    this.filling.set(agentId, shared);
-    const done = () => {
-      if (this.filling.get(agentId) === shared) this.filling.delete(agentId);
-    };
-    shared.then(done, done);
-    return shared;
+    return shared(this.filling, agentId, () =>
+      this.ledger.agentStats(agentId).then((stats) => {
+        const filledAt = this.now();
+        // Not awaited: a decision never waits on the cache write, and a failed one only means another miss.
+        this.redis.client.set(this.key(agentId), JSON.stringify({ ...stats, filled_at: filledAt }), 'PX', this.ttlMs).catch(() => undefined);
+        this.remember(agentId, stats, filledAt);
+        return stats;
+      }),
+    );
   }
+}
+
+/** The promise under `key` in `inFlight`, or `start()`'s, kept there until it settles: callers meanwhile share it. */
+function shared<T>(inFlight: Map<string, Promise<T>>, key: string, start: () => Promise<T>): Promise<T> {
+  const running = inFlight.get(key);
+  if (running !== undefined) return running;
+  const p = start();
+  inFlight.set(key, p);
+  const done = () => {
+    if (inFlight.get(key) === p) inFlight.delete(key);
+  };
+  p.then(done, done);
+  return p;
 }
 
 /**
