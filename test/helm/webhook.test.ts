@@ -149,7 +149,7 @@ t.test('helm-generated TLS: a CA and a certificate for the Service name, the caB
   t.equal(cm.objects.filter((o) => o.kind === 'Secret').length, 0, 'cert-manager: no Secret from the chart');
   const config = find(cm.objects, 'MutatingWebhookConfiguration');
   const serving = find(cm.objects, 'Certificate', INJECTOR_SVC);
-  t.equal(config.metadata.annotations['cert-manager.io/inject-ca-from'], `${NAMESPACE}/${serving.metadata.name}`, 'cert-manager injects the CA of the serving Certificate');
+  t.equal(config.metadata.annotations?.['cert-manager.io/inject-ca-from'], `${NAMESPACE}/${serving.metadata.name}`, 'cert-manager injects the CA of the serving Certificate');
   for (const h of config.webhooks) t.equal(h.clientConfig.caBundle, undefined, 'no caBundle of the chart\'s own');
   t.ok(serving.spec.dnsNames.includes(`${INJECTOR_SVC}.${NAMESPACE}.svc`));
   t.equal(serving.spec.secretName, `${INJECTOR_SVC}-tls`, 'into the Secret the injector mounts');
