@@ -14,7 +14,8 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import t from 'tap';
-import { lint, parseObjects, render, requireHelm, VALUES_FILES, type K8sObject } from '../helpers/helm.js';
+import { parse as parseYaml } from 'yaml';
+import { CHART, helm, lint, parseObjects, render, requireHelm, VALUES_FILES, type K8sObject } from '../helpers/helm.js';
 
 const GOLDEN_DIR = join(import.meta.dirname, '..', 'fixtures', 'helm');
 const UPDATE = process.env.UPDATE_GOLDEN === '1';
@@ -66,6 +67,18 @@ t.test('an invalid object fails the offline validation (the check can fail)', as
   t.match(validateObject({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' }, spec: { replicas: 'two', selector: {}, template: { spec: { containers: [{ name: 'a' }] } } } }), /replicas/);
   t.match(validateObject({ apiVersion: 'cert-manager.io/v1', kind: 'Certificate', metadata: { name: 'x' }, spec: {} }), /secretName/);
   t.match(validateObject({ apiVersion: 'v9', kind: 'Thing', metadata: { name: 'x' } }), /no schema/);
+});
+
+t.test('Chart.yaml: appVersion is the package version; clusters without native sidecars are refused', async (t) => {
+  const chart = parseYaml(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'));
+  const pkg = JSON.parse(readFileSync(join(CHART, '..', '..', 'package.json'), 'utf8'));
+  t.equal(chart.apiVersion, 'v2');
+  t.equal(chart.appVersion, pkg.version, 'the image tag the chart deploys by default is this release');
+  const bin = await requireHelm(t);
+  if (bin === null) return;
+  const old = await helm(bin, ['template', 'gov-gateway', CHART, '--kube-version', '1.28.0']);
+  t.equal(old.ok, false, 'Kubernetes 1.28: refused');
+  t.match(old.stderr, /kubeVersion|incompatible/i);
 });
 
 for (const [name, valuesFile] of Object.entries(VALUES_FILES)) {
