@@ -87,7 +87,7 @@ t.test('both components run locked down', async (t) => {
 t.test('dev values: the gateway, started with the rendered environment, answers the probes the kubelet is given', async (t) => {
   const bin = await requireHelm(t);
   if (bin === null) return;
-  const { objects } = await render(bin, { valuesFile: VALUES_FILES.dev, set: ['gateway.serviceMonitor.enabled=true'] });
+  const { objects } = await render(bin, { valuesFile: VALUES_FILES.dev, set: ['gateway.serviceMonitor.enabled=true', 'gateway.serviceMonitor.credentials.secretName=gov-gateway-metrics'] });
   const c = gatewayContainer(objects);
   // The Secrets an operator creates before installing, as the kubelet would resolve them.
   const secrets: Record<string, Record<string, string>> = { 'gov-gateway-auth': { GOV_API_KEYS: 'helm-test-key:team' } };
@@ -117,7 +117,9 @@ t.test('dev values: the gateway, started with the rendered environment, answers 
   t.same([c.livenessProbe.httpGet.path, c.readinessProbe.httpGet.path], ['/health/live', '/health/ready'], 'liveness never asks the stores; readiness does');
   const sm = find(objects, 'ServiceMonitor').spec.endpoints[0];
   const scrape = await fetch(`${gw.url}${sm.path}`, { signal: AbortSignal.timeout(10_000) });
-  t.equal(scrape.status, 401, `the ServiceMonitor's ${sm.path} without X-Gov-Token is refused (docs/kubernetes.md, "Metrics")`);
-  const withKey = await fetch(`${gw.url}${sm.path}`, { headers: { 'x-gov-token': 'helm-test-key' }, signal: AbortSignal.timeout(10_000) });
-  t.equal(withKey.status, 200, 'with a key it answers');
+  t.equal(scrape.status, 401, `the ServiceMonitor's ${sm.path} without its credentials is refused`);
+  // What Prometheus sends for the ServiceMonitor's `authorization`: the Secret's key as a bearer token.
+  t.same(sm.authorization, { type: 'Bearer', credentials: { name: 'gov-gateway-metrics', key: 'token' } });
+  const asPrometheus = await fetch(`${gw.url}${sm.path}`, { headers: { authorization: 'Bearer helm-test-key' }, signal: AbortSignal.timeout(10_000) });
+  t.equal(asPrometheus.status, 200, 'with the key as a bearer token it answers (docs/kubernetes.md, "Metrics")');
 });

@@ -78,6 +78,12 @@ t.test('gateway: X-Gov-Token with API keys and HS256 JWTs', async (t) => {
   }
   const bearerOnly = await gw.request('GET', '/v1/auth/check', { token: null, headers: { authorization: 'Bearer k-team' } });
   t.equal(bearerOnly.status, 401, 'Authorization is never read');
+  // ... except by /metrics, whose scraper (a ServiceMonitor) can send credentials only as a bearer token.
+  const scrape = await gw.request('GET', '/metrics', { token: null, headers: { authorization: 'Bearer k-team' } });
+  t.equal(scrape.status, 200, '/metrics takes the key as a bearer token');
+  t.match(scrape.text, /gov_/);
+  t.equal((await gw.request('GET', '/metrics', { token: null, headers: { authorization: 'Bearer k-wrong' } })).status, 401, 'a wrong one is refused');
+  t.equal((await gw.request('GET', '/metrics', { token: null, headers: { authorization: 'Basic k-team' } })).status, 401);
 
   for (const [key, tier] of [['k-free', 'free'], ['k-dev', 'developer'], ['k-team', 'team'], ['k-ent', 'enterprise']]) {
     const res = await gw.request('GET', '/v1/auth/check', { token: key });

@@ -13,6 +13,11 @@ declare module 'fastify' {
     /** Health routes only: answered without a token. */
     public?: boolean;
     capability?: Capability;
+    /**
+     * /metrics: the full gateway also takes its token as `Authorization: Bearer`, the only form a Prometheus
+     * scrape (a ServiceMonitor's `authorization`) can send; everywhere else it reads X-Gov-Token only.
+     */
+    bearerScrape?: boolean;
     /** validate, payments: per X-Agent-ID; auth-ip: per client IP, before authentication. */
     rateLimit?: 'validate' | 'payments' | 'auth-ip';
   }
@@ -63,7 +68,7 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: AuthOptions) => 
         }
       }
     }
-    const principal = await opts.authenticator.authenticate(req.headers);
+    const principal = await opts.authenticator.authenticate(config?.bearerScrape ? scrapeHeaders(opts.authenticator, req.headers) : req.headers);
     if (principal === null) {
       cleanUntil.delete(bucket);
       if (throttle !== undefined) await throttle.limiter.hit(bucket, throttle.limit, throttle.windowMs, throttle.clock());
@@ -78,3 +83,11 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: AuthOptions) => 
     if (verdict === 'not_entitled') throw new AppError('entitlement_required', `${capability} is not included in this deployment`, { capability });
   });
 });
+
+/** A scrape's `Authorization: Bearer <token>` as the X-Gov-Token the full gateway reads, when it sent none. */
+function scrapeHeaders(authenticator: Authenticator, headers: Record<string, string | string[] | undefined>): Record<string, string | string[] | undefined> {
+  if (authenticator.header !== 'x-gov-token' || headers['x-gov-token'] !== undefined) return headers;
+  const h = headers.authorization;
+  if (typeof h !== 'string' || h.slice(0, 7).toLowerCase() !== 'bearer ') return headers;
+  return { 'x-gov-token': h.slice(7).trim() };
+}
