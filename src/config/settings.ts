@@ -61,6 +61,7 @@ export const SETTING_DOCS: SettingDoc[] = withSecretFileDocs([
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
   { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch, registered manifests and active policy set are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_SHUTDOWN_GRACE_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'on SIGTERM, how long requests in flight on the API port may take before their connections are cut, so that a stalled client cannot hold the exit past a pod\'s grace period (the sidecar\'s proxy port has GOV_PROXY_SHUTDOWN_GRACE_MS)' },
   { name: 'GOV_HEALTH_TIMEOUT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '500', help: 'the longest a health request waits on each store probe; a store that has not answered by then is reported down (error timeout)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
@@ -178,6 +179,8 @@ export interface Settings {
   reviewSlaMinutes: number;
   /** GOV_HEALTH_TIMEOUT_MS: the bound on each health probe, so a health request never hangs on a dead store. */
   healthTimeoutMs: number;
+  /** GOV_SHUTDOWN_GRACE_MS: on close, how long the API port's requests in flight may take before their connections are cut. */
+  shutdownGraceMs: number;
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
   detector: DetectorSettings | null;
@@ -301,6 +304,7 @@ export function loadSettings(mode: Mode, rawEnv: NodeJS.ProcessEnv = process.env
     stateRefreshMs: parse('GOV_STATE_REFRESH_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_STATE_REFRESH_MS') ?? '1000'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     healthTimeoutMs: parse('GOV_HEALTH_TIMEOUT_MS', z.coerce.number().int().min(1).max(60_000), get('GOV_HEALTH_TIMEOUT_MS') ?? '500'),
+    shutdownGraceMs: parse('GOV_SHUTDOWN_GRACE_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_SHUTDOWN_GRACE_MS') ?? '10000'),
     logLevel,
     detector: loadDetectorSettings(get, parse),
     redis: loadRedisSettings(mode, get, parse),
