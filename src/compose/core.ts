@@ -82,6 +82,8 @@ export interface CoreOptions {
   historicalReliability?: boolean;
   /** GOV_LEDGER_DURABILITY=central: the sidecar's wait for the central acknowledgement (Governor). */
   awaitCentral?: (seq: number) => Promise<void>;
+  /** The sidecar's replication backlog bound (Governor). */
+  admissionRefusal?: () => Error | null;
 }
 
 export function createLogger(settings: Settings): Logger {
@@ -275,6 +277,7 @@ export async function composeCore(settings: Settings, opts: CoreOptions = {}): P
     onDecision: (agent, outcome, ms) => metrics.recordDecision(agent, outcome, ms),
     onBackgroundError: (e) => logger.error({ err: { message: (e as Error).message } }, 'review queue push failed'),
     awaitCentral: opts.awaitCentral,
+    admissionRefusal: opts.admissionRefusal,
   });
 
   const payments = new PaymentIntents({ governor, ledger: storage.ledger, kv: storage.kv, clock });

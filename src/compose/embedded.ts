@@ -4,7 +4,7 @@ import { bearerAuthenticator, generateEmbedToken } from '../server/authenticator
 import { withApiApp, type ApiAccess, type Composed } from './api-app.js';
 import { composeCore, type Core, type CoreOptions } from './core.js';
 
-export type EmbeddedOptions = Omit<CoreOptions, 'historicalReliability' | 'awaitCentral'>;
+export type EmbeddedOptions = Omit<CoreOptions, 'historicalReliability' | 'awaitCentral' | 'admissionRefusal'>;
 
 /**
  * The embedded API's access: a bearer token (GOV_EMBED_TOKEN, else generated and printed once) and the

@@ -45,7 +45,8 @@ export async function composeSidecar(settings: Settings, opts: SidecarOptions = 
     if (await shipper?.acknowledged(seq, settings.centralAckTimeoutMs)) return;
     throw new AppError('unavailable', `the central store did not acknowledge this call's audit row within ${settings.centralAckTimeoutMs} ms (GOV_LEDGER_DURABILITY=central); the row is kept locally and replicates when the central gateway answers`, undefined, { 'retry-after': '1' });
   };
-  const governed = await composeEmbeddedCore(settings, { ...opts, awaitCentral });
+  const admissionRefusal = settings.replication === null || settings.replication.maxBacklogRows === 0 ? undefined : () => shipper?.backlogRefusal() ?? null;
+  const governed = await composeEmbeddedCore(settings, { ...opts, awaitCentral, admissionRefusal });
   const replication = settings.replication;
   const link = replication === null ? null : new ReplicationShipper({
     ledger: governed.storage.ledger,

@@ -72,6 +72,7 @@ export const SETTING_DOCS: SettingDoc[] = withSecretFileDocs([
   { name: 'GOV_REPLICATION_BATCH_ROWS', modes: ['sidecar'], default: '500', help: 'rows per shipped batch at most (also at most ~4 MB of rows)' },
   { name: 'GOV_REPLICATION_DELAY_MS', modes: ['sidecar'], default: '200', help: 'how often the shipper looks for new rows once it has caught up; bounds the replication lag of a healthy fleet' },
   { name: 'GOV_REPLICATION_RETRY_MAX_MS', modes: ['sidecar'], default: '30000', help: 'longest wait between attempts while the central gateway is unreachable or refuses (backoff doubles from GOV_REPLICATION_DELAY_MS)' },
+  { name: 'GOV_REPLICATION_MAX_BACKLOG_ROWS', modes: ['sidecar'], default: '0', help: 'rows not yet acknowledged by the central store from which new calls are refused with 503 (fail closed) until it catches up; warned at 80 %; 0: bounded only by the ledger\'s disk' },
   { name: 'GOV_REPLICATION_PRUNE_AFTER', modes: ['sidecar'], default: 'off', help: 'drop the local payload of rows the central store acknowledged once they are this old (e.g. 30m, 12h, 7d); header, chain and cursor stay' },
   ...REDIS_SETTING_DOCS,
   ...HEAP_SETTING_DOCS,
@@ -206,6 +207,8 @@ export interface ReplicationSettings {
   retryMaxMs: number;
   /** GOV_REPLICATION_PRUNE_AFTER in ms; null: payloads are kept. */
   pruneAfterMs: number | null;
+  /** GOV_REPLICATION_MAX_BACKLOG_ROWS; 0: no bound but the disk. */
+  maxBacklogRows: number;
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -371,6 +374,7 @@ function loadReplicationSettings(
     delayMs: parse('GOV_REPLICATION_DELAY_MS', z.coerce.number().int().min(1).max(3_600_000), get('GOV_REPLICATION_DELAY_MS') ?? '200'),
     retryMaxMs: parse('GOV_REPLICATION_RETRY_MAX_MS', z.coerce.number().int().min(1).max(3_600_000), get('GOV_REPLICATION_RETRY_MAX_MS') ?? '30000'),
     pruneAfterMs: parseDuration(get('GOV_REPLICATION_PRUNE_AFTER') ?? 'off'),
+    maxBacklogRows: parse('GOV_REPLICATION_MAX_BACKLOG_ROWS', z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER), get('GOV_REPLICATION_MAX_BACKLOG_ROWS') ?? '0'),
   };
 }
 

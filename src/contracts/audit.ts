@@ -64,8 +64,8 @@ export const AuditListQuery = z.object({
   /** Only rows of this phase. Without it, every phase but `policy`: policy changes are listed with phase=policy. */
   phase: Phase.optional(),
   since: z.iso.datetime({ offset: true }).optional(),
-  cursor: z.string().max(64).regex(/^[0-9]+$/, 'cursor must be a value returned as next_cursor')
-    .refine((c) => Number.isSafeInteger(Number(c)), 'cursor must be a value returned as next_cursor').optional(),
+  /** The previous page's next_cursor: opaque (a position in the store's arrival order, ledger/audit-query.ts). */
+  cursor: z.string().regex(/^[0-9]{1,15}(-[0-9]{1,15})?$/, 'cursor must be a value returned as next_cursor').optional(),
 });
 export type AuditListQuery = z.infer<typeof AuditListQuery>;
 

@@ -4,6 +4,7 @@ import { open, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { AuditListQuery, ChainVerifyResponse } from '../contracts/audit.js';
 import type { AppendEntry, AppendOptions, Ledger } from './port.js';
+import type { ListPlan } from './audit-query.js';
 
 /** A checkpoint of the chain head kept outside the ledger: `hash` is the hash of row `seq`. */
 export interface HeadAnchor {
@@ -131,6 +132,9 @@ export class AnchoredLedger implements Ledger {
   }
   list(query: AuditListQuery) {
     return this.inner.list(query);
+  }
+  listRows(plan: ListPlan) {
+    return this.inner.listRows(plan);
   }
   postCheckOf(preCheckEnvelopeId: string) {
     return this.inner.postCheckOf(preCheckEnvelopeId);

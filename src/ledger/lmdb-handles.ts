@@ -1,6 +1,7 @@
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows } from './lmdb-layout.js';
 import type { AgentStats } from './port.js';
+import type { ArrivalEntry } from './replica-arrivals.js';
 
 export type ReplicaKey = [string, number];
 
@@ -28,6 +29,8 @@ export class LmdbHandles {
   replicaRows!: Database<Buffer, ReplicaKey>;
   replicaHeads!: Database<{ seq: number; hash: string }, string>;
   replicaEnvelopes!: Database<number, [string, string]>;
+  replicaArrivals!: Database<ArrivalEntry, [number, number]>;
+  replicaByEnvelope!: Database<ReplicaKey, string>;
   /** Reopens so far (tests, metrics). */
   reopens = 0;
   /** Operations that span event-loop turns on these handles (a write waiting for its flush, a verify walk). */
@@ -54,6 +57,8 @@ export class LmdbHandles {
       this.replicaRows = env.openDB<Buffer, ReplicaKey>(LMDB_DB_NAMES.replicaRows, { encoding: 'binary' });
       this.replicaHeads = env.openDB<{ seq: number; hash: string }, string>(LMDB_DB_NAMES.replicaHeads, {});
       this.replicaEnvelopes = env.openDB<number, [string, string]>(LMDB_DB_NAMES.replicaEnvelopes, {});
+      this.replicaArrivals = env.openDB<ArrivalEntry, [number, number]>(LMDB_DB_NAMES.replicaArrivals, {});
+      this.replicaByEnvelope = env.openDB<ReplicaKey, string>(LMDB_DB_NAMES.replicaByEnvelope, {});
     } catch (err) {
       void env.close();
       throw err;

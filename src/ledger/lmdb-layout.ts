@@ -15,6 +15,10 @@ export const LMDB_DB_NAMES = {
   replicaRows: 'replica_rows',
   replicaHeads: 'replica_heads',
   replicaEnvelopes: 'replica_envelopes',
+  /** Position [h, r] → ArrivalEntry (ledger/replica-arrivals.ts): the listing's order and columns. */
+  replicaArrivals: 'replica_arrivals',
+  /** Envelope id → [source, seq] of its first arrival: GET /v1/audit/executions/{id}. */
+  replicaByEnvelope: 'replica_by_envelope',
 } as const;
 
 /**

@@ -4,13 +4,13 @@ import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse } from '../contracts/audit.js';
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, mergeStats, touch } from './agent-stats.js';
-import { collectPage, planList } from './audit-query.js';
+import { collectRows, listOwn, ownBelow, type ListPlan } from './audit-query.js';
 import { stitchSegments, type SegmentInfo } from './chain.js';
 import { CommitWaiters } from './commit-waiters.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
-import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListPage, type Storage, type StorageOptions, type StoredRow } from './port.js';
+import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListedRow, type ListPage, type Storage, type StorageOptions, type StoredRow } from './port.js';
 import { LmdbHandles } from './lmdb-handles.js';
 import { LmdbReplicaStore } from './lmdb-replicas.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
@@ -718,15 +718,24 @@ class LmdbLedger implements Ledger {
     return row;
   }
 
-  async list(query: AuditListQuery): Promise<ListPage> {
+  list(query: AuditListQuery): Promise<ListPage> {
+    return listOwn(this, query);
+  }
+
+  async listRows(plan: ListPlan): Promise<ListedRow[]> {
     if (this.h.whenOpen()) await this.h.whenOpen();
-    const plan = planList(query, this.committedHead.seq);
-    if (plan.below <= 1) return { items: [], next_cursor: null };
-    const range = this.h.rowsRaw.getRange({ start: plan.below - 1, reverse: true });
+    const top = Math.min(ownBelow(plan) - 1, this.committedHead.seq);
+    if (top < 1) return [];
+    const range = this.h.rowsRaw.getRange({ start: top, reverse: true });
     function* seqRows(): Generator<readonly [number, Buffer]> {
       for (const { key, value } of range) if (isSeqKey(key)) yield [key, value] as const;
     }
-    return collectPage(seqRows(), plan);
+    return collectRows(seqRows(), plan);
+  }
+
+  /** The seq of the newest committed row (LmdbReplicaStore positions arrivals after it). */
+  committedSeq(): number {
+    return this.committedHead.seq;
   }
 
   async postCheckOf(preCheckEnvelopeId: string): Promise<string | null> {
@@ -1083,7 +1092,8 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       source,
     );
     const kvStore = new LmdbKv(h);
-    const replicas = new LmdbReplicaStore(h, payloadKey);
+    const replicas = new LmdbReplicaStore(h, payloadKey, () => ledger.committedSeq());
+    replicas.indexEarlierArrivals();
     let closing: Promise<void> | null = null;
     return {
       ledger,

@@ -1,6 +1,10 @@
+import type { AuditRowWithPayload } from '../contracts/audit.js';
+import type { ListPlan } from './audit-query.js';
 import { verifyChain } from './chain.js';
-import type { IngestResult, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
+import type { IngestResult, ListedRow, Position, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
+import { arrivalEntry, collectArrivals, type ArrivalEntry } from './replica-arrivals.js';
 import { planIngest, storedRowHash } from './replica-batch.js';
+import { readRowWithPayload } from './row-reader.js';
 import { SerialQueue } from './serial-queue.js';
 
 interface SourceChain {
@@ -14,8 +18,16 @@ interface SourceChain {
 export class MemoryReplicaStore implements ReplicaStore {
   private readonly chains = new Map<string, SourceChain>();
   private readonly queue = new SerialQueue();
+  /** In arrival order, so positions ascend. */
+  private readonly arrivals: Array<{ position: Position; entry: ArrivalEntry }> = [];
+  /** Envelope id → its first arrival. */
+  private readonly byEnvelope = new Map<string, ArrivalEntry>();
 
-  constructor(private readonly payloadKey: Buffer | undefined) {}
+  /** `ownHead`: the seq of the store's own newest committed row, which positions arrivals (ledger/port.ts). */
+  constructor(
+    private readonly payloadKey: Buffer | undefined,
+    private readonly ownHead: () => number,
+  ) {}
 
   async head(source: string): Promise<SourceHead> {
     const c = this.chains.get(source);
@@ -32,9 +44,15 @@ export class MemoryReplicaStore implements ReplicaStore {
         },
         seqOfEnvelope: (id) => c.envelopes.get(id) ?? null,
       }, this.payloadKey);
-      for (const r of plan.fresh) {
-        c.rows.push(Buffer.from(r.bytes));
-        c.envelopes.set(r.envelopeId, r.seq);
+      const h = this.ownHead();
+      const at = Date.now();
+      let r = this.arrivals.length === 0 ? 0 : this.arrivals[this.arrivals.length - 1].position[1];
+      for (const row of plan.fresh) {
+        c.rows.push(Buffer.from(row.bytes));
+        c.envelopes.set(row.envelopeId, row.seq);
+        const entry = arrivalEntry(source, row, at);
+        this.arrivals.push({ position: [h, ++r], entry });
+        if (!this.byEnvelope.has(row.envelopeId)) this.byEnvelope.set(row.envelopeId, entry);
       }
       c.head = plan.head;
       if (c.rows.length > 0) this.chains.set(source, c);
@@ -45,6 +63,24 @@ export class MemoryReplicaStore implements ReplicaStore {
   async readRows(source: string, afterSeq: number, limit: number): Promise<StoredRow[]> {
     const rows = this.chains.get(source)?.rows ?? [];
     return rows.slice(afterSeq, afterSeq + limit).map((bytes, i) => ({ seq: afterSeq + i + 1, bytes: Buffer.from(bytes) }));
+  }
+
+  async listRows(plan: ListPlan): Promise<ListedRow[]> {
+    const { arrivals } = this;
+    const below = plan.below;
+    function* descending(): Generator<readonly [Position, ArrivalEntry]> {
+      for (let i = arrivals.length - 1; i >= 0; i--) {
+        const { position, entry } = arrivals[i];
+        if (below === null || position[0] < below[0] || (position[0] === below[0] && position[1] < below[1])) yield [position, entry];
+      }
+    }
+    return collectArrivals(descending(), plan, (e) => this.chains.get(e.source)?.rows[e.seq - 1]);
+  }
+
+  async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
+    const e = this.byEnvelope.get(envelopeId);
+    const bytes = e && this.chains.get(e.source)?.rows[e.seq - 1];
+    return bytes ? readRowWithPayload(bytes, this.payloadKey, e.seq) : null;
   }
 
   async verify(): Promise<SourceVerifyResult[]> {

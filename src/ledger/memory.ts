@@ -1,11 +1,11 @@
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse } from '../contracts/audit.js';
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, touch } from './agent-stats.js';
-import { collectPage, planList } from './audit-query.js';
+import { collectRows, listOwn, ownBelow, type ListPlan } from './audit-query.js';
 import { verifyChain } from './chain.js';
 import { LedgerConflictError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
 import { assertPayloadKey } from './payload-cipher.js';
-import type { AgentStats, AppendEntry, KvStore, Ledger, ListPage, Storage, StorageOptions, StoredRow } from './port.js';
+import type { AgentStats, AppendEntry, KvStore, Ledger, ListedRow, ListPage, Storage, StorageOptions, StoredRow } from './port.js';
 import { RowBuilder, validateEntry } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
 import { eraseRow, readRowWithPayload } from './row-reader.js';
@@ -74,13 +74,22 @@ class MemoryLedger implements Ledger {
     return readRowWithPayload(bytes, this.payloadKey, seq);
   }
 
-  async list(query: AuditListQuery): Promise<ListPage> {
-    const plan = planList(query, this.rows.length);
+  list(query: AuditListQuery): Promise<ListPage> {
+    return listOwn(this, query);
+  }
+
+  async listRows(plan: ListPlan): Promise<ListedRow[]> {
     const rows = this.rows;
+    const top = Math.min(ownBelow(plan) - 1, rows.length);
     function* descending(): Generator<readonly [number, Buffer]> {
-      for (let seq = plan.below - 1; seq >= 1; seq--) yield [seq, rows[seq - 1]] as const;
+      for (let seq = top; seq >= 1; seq--) yield [seq, rows[seq - 1]] as const;
     }
-    return collectPage(descending(), plan);
+    return collectRows(descending(), plan);
+  }
+
+  /** The seq of the newest row (MemoryReplicaStore positions arrivals after it). */
+  headSeq(): number {
+    return this.rows.length;
   }
 
   async postCheckOf(preCheckEnvelopeId: string): Promise<string | null> {
@@ -160,7 +169,7 @@ export function openMemoryStorage(opts: StorageOptions = {}): Storage {
   return {
     ledger,
     kv: new MemoryKv(),
-    replicas: new MemoryReplicaStore(opts.encryptionKey),
+    replicas: new MemoryReplicaStore(opts.encryptionKey, () => ledger.headSeq()),
     close: () => ledger.close(),
   };
 }

@@ -1,5 +1,6 @@
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, RowHeader } from '../contracts/audit.js';
 import type { Outcome } from '../contracts/common.js';
+import type { ListPlan } from './audit-query.js';
 
 /**
  * What a caller hands the ledger: the header minus `seq` (the ledger assigns it) and `source` (the ledger
@@ -36,6 +37,20 @@ export interface ListPage {
 }
 
 /**
+ * Where a row stands in the order a store took its rows, compared as a pair: what GET /v1/audit/executions
+ * pages newest first and what its cursor names (ledger/audit-query.ts). A ledger's own row is [seq, 0]; the
+ * central PostgreSQL store gives every row, its own and replicated ones, [arrival id, 0] from one sequence;
+ * an LMDB or memory central store gives a replicated row [h, r], where h is the store's own head seq when
+ * the row arrived and r counts replicated rows, so it sorts after own row h and before own row h + 1.
+ */
+export type Position = readonly [number, number];
+
+export interface ListedRow {
+  row: AuditRow;
+  position: Position;
+}
+
+/**
  * The audit ledger port. Adapters: LMDB (ledger/lmdb.ts), memory (ledger/memory.ts) and PostgreSQL
  * (ledger/postgres.ts, the central store), so every read that a network store answers is a promise.
  *
@@ -48,7 +63,10 @@ export interface ListPage {
 export interface Ledger {
   append(entry: AppendEntry, options?: AppendOptions): Promise<AuditRow>;
   get(envelopeId: string): Promise<AuditRowWithPayload | null>;
+  /** The store's own rows, newest first (ledger/audit-query.ts: planList, pageOf). */
   list(query: AuditListQuery): Promise<ListPage>;
+  /** Up to plan.limit + 1 of the store's own rows matching the plan, newest first, with their positions. */
+  listRows(plan: ListPlan): Promise<ListedRow[]>;
   /** Envelope id of the post_check row whose parent is this pre-check, if one was written. */
   postCheckOf(preCheckEnvelopeId: string): Promise<string | null>;
   /** The agent's counters, including rows still committing (a copy). */
@@ -132,6 +150,17 @@ export interface ReplicaStore {
   verify(): Promise<SourceVerifyResult[]>;
   /** Stored rows of one source after `afterSeq` (tests, tools). */
   readRows(source: string, afterSeq: number, limit: number): Promise<StoredRow[]>;
+  /**
+   * Up to plan.limit + 1 replicated rows matching the plan, newest arrival first, with their positions
+   * (comparable with the ledger's own: GET /v1/audit/executions merges both). The `source` filter is the
+   * chain a row was replicated under.
+   */
+  listRows(plan: ListPlan): Promise<ListedRow[]>;
+  /**
+   * A replicated row by envelope id with its payload, or null. Envelope ids are unique within a source
+   * chain; should two sources carry one id, the first to arrive answers.
+   */
+  get(envelopeId: string): Promise<AuditRowWithPayload | null>;
 }
 
 /**

@@ -1,12 +1,13 @@
 import type pg from 'pg';
-import { ChainWalker } from './chain.js';
-import { LedgerError, LedgerUnavailableError } from './errors.js';
-import type { IngestResult, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
+import type { AuditRowWithPayload } from '../contracts/audit.js';
+import type { ListPlan } from './audit-query.js';
+import { LedgerError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
+import type { IngestResult, ListedRow, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
+import { listRowsOf, SourceWalk, storable, VERIFY_PAGE_ROWS, type StoredRowColumns } from './postgres-rows.js';
+import { readRowWithPayload } from './row-reader.js';
 import { unreachable } from './postgres-unreachable.js';
 import { planIngest, storedRowHash, type IngestPlan } from './replica-batch.js';
 
-/** Rows per read of a verify walk, as the ledger's walk reads them. */
-const VERIFY_PAGE_ROWS = 2000;
 
 /**
  * Locks the source's head row for the transaction, creating it at seq 0 for a new source, and returns it:
@@ -21,10 +22,12 @@ const LOCK_HEAD_SQL = `INSERT INTO gov_replica_heads AS h (source, seq, hash) VA
  * another seq is not an error that aborts the transaction but a row missing from the count, which the
  * plan then names (ingestIn).
  */
-const INSERT_ROWS_SQL = `INSERT INTO gov_replica_rows (source, seq, envelope_id, row_bytes)
-  SELECT $1, $2::bigint + r.i, r.envelope_id, substring($4::bytea FROM (r.ends - r.len + 1)::integer FOR r.len)
-    FROM (SELECT u.envelope_id, u.len, u.i, sum(u.len) OVER (ORDER BY u.i) AS ends
-            FROM unnest($3::text[], $5::integer[]) WITH ORDINALITY AS u(envelope_id, len, i)) AS r
+const INSERT_ROWS_SQL = `INSERT INTO gov_replica_rows (source, seq, envelope_id, row_bytes, phase, agent_id, decision, parent_envelope_id, ts)
+  SELECT $1, $2::bigint + r.i, r.envelope_id, substring($4::bytea FROM (r.ends - r.len + 1)::integer FOR r.len),
+         r.phase, r.agent_id, r.decision, r.parent, to_timestamp(r.ts_ms / 1000.0)
+    FROM (SELECT u.*, sum(u.len) OVER (ORDER BY u.i) AS ends
+            FROM unnest($3::text[], $5::integer[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
+                 WITH ORDINALITY AS u(envelope_id, len, phase, agent_id, decision, parent, ts_ms, i)) AS r
    ORDER BY r.i
   ON CONFLICT DO NOTHING`;
 
@@ -126,8 +129,11 @@ export class PostgresReplicaStore implements ReplicaStore {
     const plan = planIngest(source, rows, head, lookup, this.payloadKey);
     if (plan.fresh.length === 0) return plan;
 
-    const lengths = plan.fresh.map((r) => r.bytes.length);
-    const inserted = await client.query(INSERT_ROWS_SQL, [source, head.seq, plan.fresh.map((r) => r.envelopeId), Buffer.concat(plan.fresh.map((r) => r.bytes)), lengths]);
+    const f = plan.fresh;
+    const inserted = await client.query(INSERT_ROWS_SQL, [
+      source, head.seq, f.map((r) => r.envelopeId), Buffer.concat(f.map((r) => r.bytes)), f.map((r) => r.bytes.length),
+      f.map((r) => r.phase), f.map((r) => r.agentId), f.map((r) => r.decision), f.map((r) => r.parentEnvelopeId), f.map((r) => r.tsMs),
+    ]);
     if (inserted.rowCount !== plan.fresh.length) {
       // Some envelope id is stored already under an earlier seq of this source: the plan names the row.
       const res = await client.query<{ envelope_id: string; seq: string }>(
@@ -150,9 +156,27 @@ export class PostgresReplicaStore implements ReplicaStore {
     return res.rows.map((r) => ({ seq: Number(r.seq), bytes: r.row_bytes }));
   }
 
+  listRows(plan: ListPlan): Promise<ListedRow[]> {
+    return listRowsOf(this.pool, plan, 'gov_replica_rows');
+  }
+
+  async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
+    if (!storable(envelopeId)) return null;
+    const res = await this.query<{ source: string; seq: string; row_bytes: Buffer }>(
+      'SELECT source, seq, row_bytes FROM gov_replica_rows WHERE envelope_id = $1 ORDER BY id LIMIT 1',
+      [envelopeId],
+    );
+    const r = res.rows[0];
+    if (r === undefined) return null;
+    const row = readRowWithPayload(r.row_bytes, this.payloadKey, Number(r.seq));
+    if (row.envelope_id !== envelopeId) throw new LedgerIntegrityError(`replicated row ${r.seq} of source ${r.source} is not envelope ${envelopeId}`, Number(r.seq));
+    return row;
+  }
+
   /**
    * Every source chain in one REPEATABLE READ snapshot, each compared with the head committed with its
-   * rows, walked by the ChainWalker Ledger.verify() uses; a head whose rows are all gone is reported too.
+   * rows, walked by the ChainWalker Ledger.verify() uses (SourceWalk: then each row's listing columns must
+   * equal its hashed header); a head whose rows are all gone is reported too.
    */
   async verify(): Promise<SourceVerifyResult[]> {
     const client = await this.connect();
@@ -163,19 +187,21 @@ export class PostgresReplicaStore implements ReplicaStore {
       )).rows;
       const out: SourceVerifyResult[] = [];
       for (const h of heads) {
-        const walker = new ChainWalker({ payloadKey: this.payloadKey, expectedHead: { seq: Number(h.seq), hash: h.hash ?? '' } });
+        const walk = new SourceWalk(h.source, this.payloadKey, { seq: Number(h.seq), hash: h.hash ?? '' });
         let after = 0;
         for (;;) {
-          const page = await client.query<{ seq: string; row_bytes: Buffer }>(
-            'SELECT seq, row_bytes FROM gov_replica_rows WHERE source = $1 AND seq > $2 ORDER BY seq LIMIT $3',
+          const page = await client.query<StoredRowColumns>(
+            `SELECT source, seq, envelope_id, phase, agent_id, decision, parent_envelope_id,
+                    round(extract(epoch FROM ts) * 1000)::bigint AS ts_ms, row_bytes
+               FROM gov_replica_rows WHERE source = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
             [h.source, after, VERIFY_PAGE_ROWS],
           );
           let ok = true;
-          for (const r of page.rows) if (!(ok = walker.step(Number(r.seq), r.row_bytes))) break;
+          for (const r of page.rows) if (!(ok = walk.step(r))) break;
           if (!ok || page.rows.length < VERIFY_PAGE_ROWS) break;
           after = Number(page.rows[page.rows.length - 1].seq);
         }
-        out.push({ source: h.source, ...walker.finish() });
+        out.push(walk.finish());
       }
       await client.query('COMMIT');
       return out;

@@ -1,9 +1,8 @@
 import pg from 'pg';
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse, SourceChainCheck } from '../contracts/audit.js';
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, touch } from './agent-stats.js';
-import { planList, type ListPlan } from './audit-query.js';
-import { isSafeString, UNSAFE_STRING } from '../contracts/json-data.js';
-import { ChainWalker } from './chain.js';
+import { listOwn, type ListPlan } from './audit-query.js';
+import { UNSAFE_STRING } from '../contracts/json-data.js';
 import { CommitWaiters } from './commit-waiters.js';
 import { LedgerConflictError, LedgerInputError, LedgerIntegrityError, LedgerUnavailableError } from './errors.js';
 import { checkKvKey } from './kv-key.js';
@@ -14,6 +13,7 @@ import {
   type AppendEntry,
   type KvStore,
   type Ledger,
+  type ListedRow,
   type ListPage,
   type Storage,
   type StorageOptions,
@@ -21,6 +21,7 @@ import {
 } from './port.js';
 import { migrate } from './postgres-migrations.js';
 import { PostgresReplicaStore } from './postgres-replicas.js';
+import { listRowsOf, SourceWalk, storable, VERIFY_PAGE_ROWS, type StoredRowColumns } from './postgres-rows.js';
 import { unreachable } from './postgres-unreachable.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { readAuditRow, readRowWithPayload } from './row-reader.js';
@@ -44,46 +45,11 @@ const MAX_BATCH_ROWS = 2000;
 const MAX_BATCH_BYTES = 16 << 20;
 /** Attempts of one batch against conflicts with other sources' concurrent batches (a unique violation). */
 const MAX_RETRIES = 8;
-/** Rows per read of a verify walk (~3 MB at 1.5 KB a row). */
-const VERIFY_PAGE_ROWS = 2000;
 /** Agents per read of agents(), as LMDB pages them. */
 const AGENT_PAGE = 512;
 /** PostgreSQL's timestamptz holds years 4713 BC to 294276 AD; rows keep to the years ISO 8601 writes plainly. */
 const MIN_TIMESTAMP_MS = Date.parse('0001-01-01T00:00:00Z');
 const MAX_TIMESTAMP_MS = Date.parse('9999-12-31T23:59:59.999Z');
-
-/**
- * Whether PostgreSQL's text type can hold `s` as it is: no NUL, and no lone surrogate (the driver would
- * send U+FFFD in its place, so a column would differ from the hashed header, which JSON escapes it in).
- * The API refuses such strings before any store sees them (contracts/json-data.ts); this guards the
- * callers that are not HTTP requests.
- */
-function storable(s: string | null | undefined): boolean {
-  return typeof s !== 'string' || isSafeString(s);
-}
-
-/**
- * The statement of one page of GET /v1/audit/executions: newest first by `id` (arrival order), every filter
- * a column with an index that keeps that order (migrations/0001_init.sql: source, agent_id and decision
- * each with id; ts), reading one row past the limit. Exported for the plan test (postgres-store.test.ts).
- */
-export function listStatement(plan: ListPlan): { text: string; values: unknown[] } {
-  const where: string[] = [];
-  const values: unknown[] = [];
-  const add = (sql: string, v: unknown) => {
-    values.push(v);
-    where.push(sql.replace('?', `$${values.length}`));
-  };
-  if (plan.below < Number.MAX_SAFE_INTEGER) add('id < ?', plan.below);
-  if (plan.source !== undefined) add('source = ?', plan.source);
-  if (plan.agentId !== undefined) add('agent_id = ?', plan.agentId);
-  if (plan.outcome !== undefined) add('decision = ?', plan.outcome);
-  if (plan.sinceMs !== undefined) add('ts >= to_timestamp(?::bigint / 1000.0)', plan.sinceMs);
-  if (plan.phase !== undefined) add('phase = ?', plan.phase);
-  else where.push(`phase <> 'policy'`);
-  values.push(plan.limit + 1);
-  return { text: `SELECT id, seq, row_bytes FROM gov_audit_rows WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT $${values.length}`, values };
-}
 
 /** The failing statement reports the error; the event is only observed. */
 const ignoreError = (): void => undefined;
@@ -457,17 +423,15 @@ class PostgresLedger implements Ledger {
   }
 
   /**
-   * Newest first across every source (arrival order, the `id` column); `next_cursor` is the last item's
-   * id, so paging never repeats or skips a row while others arrive. Every filter is an indexed column.
+   * Newest first across every source of gov_audit_rows (arrival order, the `id` column); `next_cursor` is
+   * the last item's id, so paging never repeats or skips a row while others arrive.
    */
-  async list(query: AuditListQuery): Promise<ListPage> {
-    const plan = planList(query, Number.MAX_SAFE_INTEGER - 1);
-    // A value no row can hold matches none (and PostgreSQL would refuse it as a parameter).
-    if (!storable(plan.agentId) || !storable(plan.source)) return { items: [], next_cursor: null };
-    const res = await this.pool.query<{ id: string; seq: string; row_bytes: Buffer }>(listStatement(plan));
-    const items = res.rows.slice(0, plan.limit).map((r) => readAuditRow(r.row_bytes, Number(r.seq)));
-    const more = res.rows.length > plan.limit;
-    return { items, next_cursor: more ? String(res.rows[plan.limit - 1].id) : null };
+  list(query: AuditListQuery): Promise<ListPage> {
+    return listOwn(this, query);
+  }
+
+  listRows(plan: ListPlan): Promise<ListedRow[]> {
+    return listRowsOf(this.pool, plan, 'gov_audit_rows');
   }
 
   async postCheckOf(preCheckEnvelopeId: string): Promise<string | null> {
@@ -720,54 +684,6 @@ class UnsettledActivity {
       touch(into, p.entry.timestamp);
     }
     return into;
-  }
-}
-
-interface StoredRowColumns {
-  source: string;
-  seq: string;
-  envelope_id: string;
-  phase: string;
-  agent_id: string;
-  decision: string;
-  parent_envelope_id: string | null;
-  ts_ms: string;
-  row_bytes: Buffer;
-}
-
-/**
- * One source chain's walk: the shared ChainWalker checks each row's bytes, link, hashes, commitment and
- * seq; then the row's indexed columns must equal its hashed header, so a row re-labelled for the filters
- * (or moved to another source) is reported at its seq like an altered row.
- */
-class SourceWalk {
-  private readonly walker: ChainWalker;
-  private broken: SourceChainCheck | null = null;
-
-  constructor(
-    readonly source: string,
-    payloadKey: Buffer | undefined,
-    expectedHead: { seq: number; hash: string },
-  ) {
-    this.walker = new ChainWalker({ payloadKey, expectedHead });
-  }
-
-  step(r: StoredRowColumns): void {
-    if (this.broken) return;
-    const seq = Number(r.seq);
-    if (!this.walker.step(seq, r.row_bytes)) return;
-    const h = readAuditRow(r.row_bytes, seq);
-    const matches =
-      (h.source === null || h.source === r.source) && h.envelope_id === r.envelope_id && h.phase === r.phase &&
-      h.agent_id === r.agent_id && h.decision === r.decision && h.parent_envelope_id === r.parent_envelope_id &&
-      Date.parse(h.timestamp) === Number(r.ts_ms);
-    if (matches) return;
-    const sofar = this.walker.finish();
-    this.broken = { source: this.source, valid: false, rows_checked: sofar.rows_checked, first_invalid_seq: seq, head_hash: seq === 1 ? null : h.prev_hash };
-  }
-
-  finish(): SourceChainCheck {
-    return this.broken ?? { source: this.source, ...this.walker.finish() };
   }
 }
 

@@ -1,3 +1,4 @@
+import { isSafeString } from '../contracts/json-data.js';
 import { ChainWalker, GENESIS_HASH } from './chain.js';
 import { LedgerError } from './errors.js';
 import type { SourceHead, StoredRow } from './port.js';
@@ -23,6 +24,12 @@ export class IngestRejectedError extends LedgerError {
 export interface FreshRow extends StoredRow {
   envelopeId: string;
   hash: string;
+  agentId: string;
+  decision: string;
+  phase: string;
+  parentEnvelopeId: string | null;
+  /** The header's timestamp, in ms. */
+  tsMs: number;
 }
 
 export interface IngestPlan {
@@ -41,6 +48,20 @@ export interface StoredLookup {
 interface ParsedHeader {
   envelope_id?: unknown;
   source?: unknown;
+  agent_id?: unknown;
+  decision?: unknown;
+  phase?: unknown;
+  timestamp?: unknown;
+  parent_envelope_id?: unknown;
+}
+
+/** The years a timestamp column holds plainly (PostgreSQL's timestamptz reaches further; ISO 8601 does not). */
+const MIN_TIMESTAMP_MS = Date.parse('0001-01-01T00:00:00Z');
+const MAX_TIMESTAMP_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** A header string a text column can hold as it is (no NUL, no lone surrogate), as the API requires of callers. */
+function columnText(v: unknown): v is string {
+  return typeof v === 'string' && isSafeString(v);
 }
 
 /** The chain hash a stored row carries, or null for bytes that are not a ledger row. */
@@ -116,8 +137,19 @@ export function planIngest(source: string, rows: StoredRow[], head: SourceHead, 
     if (inBatch.has(envelopeId) || lookup.seqOfEnvelope(envelopeId) !== null) {
       reject('conflict', seq, `row ${seq} repeats envelope ${envelopeId}, already stored for source ${source}`);
     }
+    // The listing's columns (GET /v1/audit/executions filters on them); a writer always sets them.
+    const { agent_id: agentId, decision, phase } = header;
+    const parent = header.parent_envelope_id ?? null;
+    const tsMs = typeof header.timestamp === 'string' ? Date.parse(header.timestamp) : NaN;
+    if (!columnText(envelopeId) || !columnText(agentId) || !columnText(decision) || !columnText(phase) || (parent !== null && !columnText(parent))) {
+      reject('malformed', seq, `row ${seq} has an envelope id, agent id, decision, phase or parent that is missing or holds NUL or a lone surrogate`);
+    }
+    if (!(tsMs >= MIN_TIMESTAMP_MS && tsMs <= MAX_TIMESTAMP_MS)) reject('malformed', seq, `row ${seq} has no timestamp in the years 0001 to 9999`);
     inBatch.add(envelopeId);
-    fresh.push({ seq, bytes, envelopeId, hash: bytes.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) });
+    fresh.push({
+      seq, bytes, envelopeId, hash: bytes.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES),
+      agentId, decision, phase, parentEnvelopeId: parent, tsMs,
+    });
   }
   const last = fresh[fresh.length - 1];
   return { fresh, duplicates, head: { seq: last.seq, hash: last.hash } };

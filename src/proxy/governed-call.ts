@@ -23,9 +23,11 @@ export async function runCall(core: ProxyCore, call: ProxyCall): Promise<void> {
   const started = performance.now();
   let status = 0;
   try {
-    // Admission (backpressure): while the ledger's disk is behind, a new call waits before it is decided or forwarded.
+    // Admission (backpressure): while the ledger's disk is behind, a new call waits before it is decided or
+    // forwarded; with the replication backlog at its bound, it is refused at once.
     const wait = core.governor.admission();
-    if (wait !== null && !(await wait.then(() => true, () => false))) status = ledgerBehind(call);
+    const refusal = wait === null ? null : await wait.then(() => null, (e: unknown) => e as Error);
+    if (refusal !== null) status = ledgerBehind(call, refusal);
     else {
       // The agent's rate limit and token budget: a 429 in the caller's format, not decided, recorded or forwarded.
       const limited = core.limits !== null && core.limits.counts(call) ? await core.limits.admit(call) : null;

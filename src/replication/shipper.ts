@@ -8,6 +8,7 @@ import { IngestRejection, IngestResponse, type IngestRequest } from '../contract
 import type { KvStore, Ledger, StoredRow } from '../ledger/port.js';
 import { readAuditRow } from '../ledger/row-reader.js';
 import { ProbeFailure, type HealthCheck } from '../runtime/health.js';
+import { AppError } from '../server/app-error.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
 
 const gzip = promisify(gzipCallback);
@@ -73,6 +74,9 @@ export class ReplicationShipper {
   private readonly clock: () => Date;
   /** Calls waiting for their row to be acknowledged (GOV_LEDGER_DURABILITY=central), in no order. */
   private readonly waiters = new Set<{ seq: number; done: (acknowledged: boolean) => void }>();
+  /** Where the backlog stands against GOV_REPLICATION_MAX_BACKLOG_ROWS, so each crossing is logged once. */
+  private backlogState: 'ok' | 'warned' | 'full' = 'ok';
+  private gaugeTimer: NodeJS.Timeout | null = null;
   /** Cuts the idle wait between polls short when a waiter needs a row shipped now. */
   private nap: AbortController | null = null;
   /** A waiter arrived since the current pass began: skip the next idle wait once. */
@@ -126,7 +130,24 @@ export class ReplicationShipper {
     return { reason: this.last?.reason ?? null, roundTripMs: this.last?.roundTripMs ?? null, backlogRows: this.backlogRows, lagSeconds: this.lagSeconds, acknowledgedSeq: this.cursor };
   }
 
+  /**
+   * The refusal of new calls while the backlog is at GOV_REPLICATION_MAX_BACKLOG_ROWS (fail closed: a call
+   * whose row could not be replicated before the disk fills is not taken), else null. Reads the backlog as
+   * last counted, at most GOV_REPLICATION_DELAY_MS ago, so the bound may be passed by that much traffic.
+   */
+  backlogRefusal(): AppError | null {
+    const max = this.opts.settings.maxBacklogRows;
+    if (max === 0 || this.backlogRows < max) return null;
+    return new AppError('unavailable', `the replication backlog is at its limit (${this.backlogRows} rows not yet acknowledged by the central store, GOV_REPLICATION_MAX_BACKLOG_ROWS=${max}): new calls are refused until it catches up`, undefined, { 'retry-after': '5' });
+  }
+
   start(): void {
+    if (this.opts.settings.maxBacklogRows > 0) {
+      this.opts.metrics.replicationBacklogLimit.set(this.opts.settings.maxBacklogRows);
+      // Counted between shipping passes too: a backing-off shipper may sleep for GOV_REPLICATION_RETRY_MAX_MS.
+      this.gaugeTimer = setInterval(() => void this.updateGauges().catch(() => undefined), this.opts.settings.delayMs);
+      this.gaugeTimer.unref();
+    }
     this.running ??= this.run().catch((e: unknown) => {
       if (!this.abort.signal.aborted) this.opts.logger.error({ err: { message: (e as Error).message } }, 'replication stopped');
     });
@@ -134,6 +155,7 @@ export class ReplicationShipper {
 
   /** Stops shipping: an attempt in flight is abandoned unacknowledged (it is sent again after a restart). */
   async close(): Promise<void> {
+    if (this.gaugeTimer !== null) clearInterval(this.gaugeTimer);
     this.abort.abort();
     for (const w of [...this.waiters]) w.done(false);
     await this.running;
@@ -266,16 +288,45 @@ export class ReplicationShipper {
     }
   }
 
+  /** Logs each crossing of the backlog bound once: the warning, the refusal, and the return below it. */
+  private alarmBacklog(): void {
+    const max = this.opts.settings.maxBacklogRows;
+    if (max === 0) return;
+    const rows = this.backlogRows;
+    const fields = { backlog_rows: rows, max_backlog_rows: max, acknowledged_seq: this.cursor };
+    const { logger } = this.opts;
+    if (rows >= max) {
+      if (this.backlogState !== 'full') logger.error(fields, 'replication backlog at its limit: new calls are refused (fail closed) until the central gateway catches up');
+      this.backlogState = 'full';
+      return;
+    }
+    if (this.backlogState === 'full') {
+      logger.info(fields, 'replication backlog below its limit: calls are taken again');
+      this.backlogState = 'warned';
+    }
+    if (rows >= max * BACKLOG_WARN_SHARE && this.backlogState === 'ok') {
+      logger.warn(fields, 'replication backlog above 80 % of its limit: calls will be refused at the limit');
+      this.backlogState = 'warned';
+    } else if (rows < max * BACKLOG_CLEAR_SHARE) {
+      this.backlogState = 'ok';
+    }
+  }
+
   private async updateGauges(): Promise<void> {
     const head = await this.opts.ledger.head();
     this.backlogRows = Math.max(0, head.seq - this.cursor);
     this.opts.metrics.replicationBacklog.set(this.backlogRows);
+    this.alarmBacklog();
     const next = await this.opts.ledger.readRows!(this.cursor, 1);
     const lagMs = next.length === 0 ? 0 : this.clock().getTime() - Date.parse(readAuditRow(next[0].bytes, next[0].seq).timestamp);
     this.lagSeconds = Math.max(0, lagMs) / 1000;
     this.opts.metrics.replicationLag.set(this.lagSeconds);
   }
 }
+
+/** Warned at this share of GOV_REPLICATION_MAX_BACKLOG_ROWS, cleared below the lower one (no flapping). */
+const BACKLOG_WARN_SHARE = 0.8;
+const BACKLOG_CLEAR_SHARE = 0.5;
 
 /**
  * The sidecar's central link as a health component: down while the shipper's last batch failed, with the

@@ -73,6 +73,11 @@ export interface GovernorDeps {
    * `critical` matched; absent at the other levels.
    */
   awaitCentral?: (seq: number) => Promise<void>;
+  /**
+   * Why new work is refused outright, or null: the sidecar's replication backlog at its bound
+   * (GOV_REPLICATION_MAX_BACKLOG_ROWS). Checked first by admission(), synchronously.
+   */
+  admissionRefusal?: () => Error | null;
 }
 
 /** A call a policy marks critical: one of its matched policy rules has severity `critical`. */
@@ -153,6 +158,8 @@ export class Governor {
    * already started are never held back, so the ledger drops nothing.
    */
   admission(): Promise<void> | null {
+    const refusal = this.d.admissionRefusal?.() ?? null;
+    if (refusal !== null) return Promise.reject(refusal);
     const room = this.d.ledger.room?.() ?? null;
     if (room === null) return null;
     return new Promise<void>((resolve, reject) => {

@@ -41,6 +41,7 @@ export class GovMetrics {
   /** Sidecar: how far replication to the central store is behind. */
   readonly replicationLag = new Gauge({ name: 'gov_replication_lag_seconds', help: 'Age of the oldest ledger row not yet acknowledged by the central store (0 when caught up)', registers: [this.registry] });
   readonly replicationBacklog = new Gauge({ name: 'gov_replication_backlog_rows', help: 'Ledger rows not yet acknowledged by the central store', registers: [this.registry] });
+  readonly replicationBacklogLimit = new Gauge({ name: 'gov_replication_backlog_limit_rows', help: 'GOV_REPLICATION_MAX_BACKLOG_ROWS: the backlog at which new calls are refused (0: unbounded)', registers: [this.registry] });
   readonly replicationShipped = new Counter({ name: 'gov_replication_shipped_rows_total', help: 'Ledger rows acknowledged by the central store', registers: [this.registry] });
   readonly replicationFailures = new Counter({ name: 'gov_replication_ship_failures_total', help: 'Failed shipping attempts, by reason (unreachable, server_error, rejected, client_error)', labelNames: ['reason'], registers: [this.registry] });
   readonly replicationPruned = new Counter({ name: 'gov_replication_pruned_rows_total', help: 'Replicated ledger rows whose payload was dropped locally (GOV_REPLICATION_PRUNE_AFTER)', registers: [this.registry] });

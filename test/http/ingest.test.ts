@@ -4,8 +4,11 @@ import t from 'tap';
 import { IngestResponse } from '../../src/contracts/replication.js';
 import type { StoredRow } from '../../src/ledger/port.js';
 import { readRowLayout } from '../../src/ledger/row-format.js';
-import { startGateway } from '../helpers/gateway.js';
-import { sidecarRows } from '../ledger/fixtures/ledger-suite.js';
+import { startGateway, workedExample } from '../helpers/gateway.js';
+import { entry, sidecarRows } from '../ledger/fixtures/ledger-suite.js';
+import { AuditListResponse, AuditRowWithPayload } from '../../src/contracts/audit.js';
+import { openMemoryStorage } from '../../src/ledger/memory.js';
+import { readAuditRow } from '../../src/ledger/row-reader.js';
 
 const KEYS = 'sidecar-key-0123456789:team,reader-key-0123456789:developer';
 
@@ -73,6 +76,47 @@ t.test('POST /v1/audit/ingest: gzip batches, idempotent, verified, authenticated
   // On PostgreSQL the store's own source chains are listed too (the gateway's policy rows), before the replicated ones.
   const replicated = (verify.body.sources as Array<{ source: string }>).filter((s) => s.source === 'sidecar@pod-1');
   t.same(replicated, [{ source: 'sidecar@pod-1', valid: true, rows_checked: 12, first_invalid_seq: null, head_hash: rest.body.head.hash }]);
+});
+
+t.test('GET /v1/audit/executions lists replicated rows beside the gateway\'s own: filters, paging, detail', async (t) => {
+  const gw = await startGateway({ mode: 'gateway', env: { AUTH_ENABLED: 'true', GOV_API_KEYS: KEYS }, govToken: 'sidecar-key-0123456789' });
+  t.teardown(() => gw.close());
+  const own = await gw.request('POST', '/v1/runtime/validate', { body: workedExample({ agent_id: 'support-bot' }) });
+  t.equal(own.status, 200);
+  const sidecar = openMemoryStorage({ source: 'sidecar@pod-9' });
+  const pre = await sidecar.ledger.append(entry({ agent_id: 'bot', phase: 'pre_check', decision: 'block' }));
+  await sidecar.ledger.append(entry({ agent_id: 'bot' }));
+  await sidecar.ledger.append(entry({ agent_id: 'helper' }));
+  const rows = await sidecar.ledger.readRows!(0, 3);
+  t.equal((await gw.request('POST', '/v1/audit/ingest', { body: body('sidecar@pod-9', rows) })).status, 200);
+  const ids = async (q: string) => ((await gw.request('GET', `/v1/audit/executions?${q}`)).body.items as Array<{ envelope_id: string }>).map((r) => r.envelope_id);
+  const replicated = rows.map((r) => readAuditRow(r.bytes, r.seq).envelope_id).reverse();
+
+  const all = await gw.request('GET', '/v1/audit/executions');
+  t.equal(all.status, 200);
+  AuditListResponse.parse(all.body);
+  t.same(all.body.items.map((r: { envelope_id: string }) => r.envelope_id), [...replicated, own.body.envelope_id], 'newest arrival first, across the fleet');
+  t.same(all.body.items.map((r: { source: string }) => r.source).slice(0, 3), ['sidecar@pod-9', 'sidecar@pod-9', 'sidecar@pod-9']);
+  t.same(await ids('source=sidecar%40pod-9&agent_id=bot'), replicated.slice(1));
+  t.same(await ids('outcome=block'), [pre.envelope_id]);
+  t.same(await ids('phase=pre_check&agent_id=bot'), [pre.envelope_id]);
+
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const res: { status: number; body: { items: Array<{ envelope_id: string }>; next_cursor: string | null } } = await gw.request('GET', `/v1/audit/executions?limit=1${cursor ? `&cursor=${cursor}` : ''}`);
+    t.equal(res.status, 200);
+    seen.push(...res.body.items.map((r) => r.envelope_id));
+    cursor = res.body.next_cursor;
+  } while (cursor);
+  t.same(seen, [...replicated, own.body.envelope_id], 'one cursor pages across both');
+
+  const detail = await gw.request('GET', `/v1/audit/executions/${pre.envelope_id}`);
+  t.equal(detail.status, 200);
+  t.match(AuditRowWithPayload.parse(detail.body), { source: 'sidecar@pod-9', seq: 1, phase: 'pre_check', payload: { request: { agent_id: 'agent-a' } } });
+  const ex = workedExample();
+  const post = await gw.request('POST', '/v1/runtime/post-check', { body: { pre_check_envelope_id: pre.envelope_id, execution: ex.execution, output: ex.output } });
+  t.equal(post.status, 404, 'a sidecar\'s pre-check is its own to complete, never the gateway\'s');
 });
 
 t.test('a key bound to its sources may write only those chains (GOV_INGEST_SOURCES, a JWT sources claim)', async (t) => {

@@ -1,16 +1,32 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { open as lmdbOpen } from 'lmdb';
 import t, { type Test } from 'tap';
+import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS } from '../../src/ledger/lmdb-layout.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { openMemoryStorage } from '../../src/ledger/memory.js';
-import type { Storage } from '../../src/ledger/port.js';
+import type { AppendEntry, Storage, StoredRow } from '../../src/ledger/port.js';
+import { listAudit, planList } from '../../src/ledger/audit-query.js';
+import { readAuditRow } from '../../src/ledger/row-reader.js';
 import { openPostgresStorage } from '../../src/ledger/postgres.js';
+import { migrate, readMigrations } from '../../src/ledger/postgres-migrations.js';
+import { listStatement } from '../../src/ledger/postgres-rows.js';
 import { IngestRejectedError, storedRowHash } from '../../src/ledger/replica-batch.js';
 import { RowBuilder } from '../../src/ledger/row-builder.js';
 import { readRowLayout } from '../../src/ledger/row-format.js';
 import { createTestDatabase, postgresUnreachable, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
-import { entry, sidecarRows } from './fixtures/ledger-suite.js';
+import { at, entry, sidecarRows } from './fixtures/ledger-suite.js';
+
+/** A sidecar chain whose rows carry the given header fields, in order. */
+async function rowsOf(source: string, overs: Array<Partial<AppendEntry>>): Promise<StoredRow[]> {
+  const s = openMemoryStorage({ source });
+  for (const over of overs) await s.ledger.append(entry(over));
+  const rows = await s.ledger.readRows!(0, overs.length);
+  await s.close();
+  return rows;
+}
 
 // The ReplicaStore contract, run against every adapter: memory, LMDB and PostgreSQL (issue 14).
 type Open = (opts?: { source?: string; encryptionKey?: Buffer; db?: TestDatabase }) => Promise<Storage>;
@@ -40,6 +56,27 @@ function rejection(t: Test, p: Promise<unknown>, reason: string, seq: number): P
     },
   );
 }
+
+t.test('lmdb: rows replicated before the store kept an arrival index get one when it opens', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-replicas-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const first = await openLmdbStorage(dir, { source: 'gateway@central' });
+  const a = await rowsOf('sidecar@a', [{ agent_id: 'bot' }, { agent_id: 'bot', decision: 'block' }]);
+  await first.replicas!.ingest('sidecar@a', a);
+  await first.ledger.append(entry());
+  await first.close();
+  // What an earlier release left: the rows and heads, no arrival index.
+  const env = lmdbOpen({ path: dir, ...LMDB_ENV_OPTIONS });
+  for (const name of [LMDB_DB_NAMES.replicaArrivals, LMDB_DB_NAMES.replicaByEnvelope]) await env.openDB(name, {}).clearAsync();
+  await env.close();
+
+  const again = await openLmdbStorage(dir, { source: 'gateway@central' });
+  t.teardown(again.close);
+  const listed = await listAudit(again.ledger, again.replicas, { limit: 10 });
+  t.same(listed.items.map((r) => [r.source, r.seq]), [['sidecar@a', 2], ['sidecar@a', 1], ['gateway@central', 1]], 'placed after the own rows there were at open');
+  t.same((await listAudit(again.ledger, again.replicas, { limit: 10, outcome: 'block' })).items.map((r) => r.seq), [2]);
+  t.equal((await again.replicas!.get(readAuditRow(a[0].bytes, 1).envelope_id))?.seq, 1);
+});
 
 for (const [name, open] of adapters) {
   t.test(`${name}: replicated rows are stored once per source, verified on ingest and by verify()`, async (t) => {
@@ -154,6 +191,60 @@ for (const [name, open] of adapters) {
     t.equal((await store.readRows('sidecar@dup', 0, 10)).length, 3);
   });
 
+  t.test(`${name}: the audit listing pages the store's own rows and the replicated ones together, newest arrival first`, async (t) => {
+    const central = await open({ source: 'gateway@central' });
+    t.teardown(central.close);
+    const { ledger, replicas } = central;
+    const own1 = await ledger.append(entry({ agent_id: 'gw', timestamp: at(1) }));
+    const a = await rowsOf('sidecar@a', [{ agent_id: 'bot', decision: 'block', timestamp: at(2) }, { agent_id: 'bot', timestamp: at(3) }, { agent_id: 'other', decision: 'block', timestamp: at(4) }, { timestamp: at(9) }]);
+    await replicas!.ingest('sidecar@a', a.slice(0, 3));
+    const own2 = await ledger.append(entry({ agent_id: 'gw', decision: 'block', timestamp: at(5) }));
+    const b = await rowsOf('sidecar@b', [{ agent_id: 'bot', decision: 'block', timestamp: at(6) }, { agent_id: 'bot', phase: 'pre_check', timestamp: at(7) }]);
+    await replicas!.ingest('sidecar@b', b);
+    const ids = (rows: Array<{ envelope_id: string }>) => rows.map((r) => r.envelope_id);
+    const rowId = (r: StoredRow) => readAuditRow(r.bytes, r.seq).envelope_id;
+    const newestFirst = [rowId(b[1]), rowId(b[0]), own2.envelope_id, rowId(a[2]), rowId(a[1]), rowId(a[0]), own1.envelope_id];
+
+    const all = await listAudit(ledger, replicas, { limit: 50 });
+    t.same(ids(all.items), newestFirst, 'in arrival order across both');
+    t.equal(all.next_cursor, null);
+    t.same(all.items.map((r) => [r.source, r.seq]), [['sidecar@b', 2], ['sidecar@b', 1], ['gateway@central', 2], ['sidecar@a', 3], ['sidecar@a', 2], ['sidecar@a', 1], ['gateway@central', 1]]);
+    t.same(ids((await ledger.list({ limit: 50 })).items), [own2.envelope_id, own1.envelope_id], 'Ledger.list() keeps to the own rows');
+
+    // Pages of every size walk the same order, with rows arriving meanwhile never shown twice or skipped.
+    for (const limit of [1, 3, 2]) {
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await listAudit(ledger, replicas, { limit, ...(cursor ? { cursor } : {}) });
+        t.ok(page.items.length <= limit);
+        seen.push(...ids(page.items));
+        cursor = page.next_cursor ?? undefined;
+        if (limit === 2 && seen.length === 2) {
+          await ledger.append(entry({ timestamp: at(8) }));
+          await replicas!.ingest('sidecar@a', a.slice(3));
+        }
+      } while (cursor !== undefined);
+      t.same(seen, newestFirst, `pages of ${limit}`);
+    }
+
+    const filtered = async (q: Parameters<typeof listAudit>[2]) => ids((await listAudit(ledger, replicas, { limit: 50, ...q })).items);
+    t.same(await filtered({ source: 'sidecar@a', since: at(2) }), [rowId(a[3]), rowId(a[2]), rowId(a[1]), rowId(a[0])], 'source: the chain a row was replicated under');
+    t.same(await filtered({ agent_id: 'bot' }), [rowId(b[1]), rowId(b[0]), rowId(a[1]), rowId(a[0])]);
+    t.same(await filtered({ outcome: 'block', since: at(1) }), [rowId(b[0]), own2.envelope_id, rowId(a[2]), rowId(a[0])]);
+    t.same(await filtered({ phase: 'pre_check' }), [rowId(b[1])]);
+    t.same(await filtered({ since: at(5), agent_id: 'bot' }), [rowId(b[1]), rowId(b[0])], 'since: by the row\'s own timestamp');
+    const paged = await listAudit(ledger, replicas, { limit: 2, agent_id: 'bot', outcome: 'block' });
+    t.same(ids(paged.items), [rowId(b[0]), rowId(a[0])]);
+    t.equal(paged.next_cursor, null, 'no cursor when nothing is left');
+
+    // One row with its payload, found by envelope id in the replicated chains.
+    const got = await replicas!.get(rowId(a[1]));
+    t.match(got, { envelope_id: rowId(a[1]), source: 'sidecar@a', seq: 2, agent_id: 'bot', payload: { request: { agent_id: 'agent-a' } } });
+    t.equal(await replicas!.get(own1.envelope_id), null, 'the own rows are the ledger\'s');
+    t.equal(await replicas!.get(randomUUID()), null);
+  });
+
   t.test(`${name}: an unknown source has head 0 and no rows; an empty batch stores nothing`, async (t) => {
     const central = await open();
     t.teardown(central.close);
@@ -234,5 +325,58 @@ if ((await postgresUnreachable()) === null) {
     t.match(await central.replicas!.verify(), [{ source: 'sidecar@t', valid: false, first_invalid_seq: 3 }]);
     await sqlOn(db, `DELETE FROM gov_replica_rows WHERE seq >= 3`);
     t.match(await central.replicas!.verify(), [{ source: 'sidecar@t', valid: false }], 'rows cut from the tail: the head no longer matches');
+  });
+
+  t.test('postgres: the listing reads replicated rows through their indexes, and verify checks their columns against the header', async (t) => {
+    const db = await createTestDatabase();
+    const central = await openPostgres({ db, source: 'gateway@central' });
+    t.teardown(central.close);
+    const busy = await rowsOf('sidecar@busy', Array.from({ length: 2000 }, () => ({ agent_id: 'busy' })));
+    for (let i = 0; i < busy.length; i += 500) await central.replicas!.ingest('sidecar@busy', busy.slice(i, i + 500));
+    const rare = await rowsOf('sidecar@rare', [{ agent_id: 'rare' }, { agent_id: 'rare', decision: 'block' }]);
+    await central.replicas!.ingest('sidecar@rare', rare);
+    await sqlOn(db, 'ANALYZE gov_replica_rows');
+    for (const [q, index] of [[{ agent_id: 'rare' }, 'gov_replica_rows_agent_id'], [{ source: 'sidecar@rare' }, 'gov_replica_rows_source_id']] as const) {
+      const stmt = listStatement(planList({ limit: 50, ...q }), 'gov_replica_rows');
+      const explained = JSON.stringify((await sqlOn<{ 'QUERY PLAN': unknown }>(db, `EXPLAIN (FORMAT JSON) ${stmt.text}`, stmt.values)).rows[0]['QUERY PLAN']);
+      t.match(explained, new RegExp(`"Index Name":"${index}"`), `${Object.keys(q)[0]} through ${index}`);
+      t.notMatch(explained, /"Seq Scan"/);
+    }
+    t.same((await listAudit(central.ledger, central.replicas, { limit: 5, agent_id: 'rare' })).items.map((r) => r.seq), [2, 1]);
+
+    // A row re-labelled for the filters (the trigger switched off by an owner) is reported at its seq.
+    await sqlOn(db, `ALTER TABLE gov_replica_rows DISABLE TRIGGER gov_replica_rows_append_only;
+      UPDATE gov_replica_rows SET decision = 'approve' WHERE source = 'sidecar@rare' AND seq = 2`);
+    t.match(await central.replicas!.verify(), [{ source: 'sidecar@busy', valid: true, rows_checked: 2000 }, { source: 'sidecar@rare', valid: false, first_invalid_seq: 2 }]);
+  });
+
+  t.test('postgres: rows replicated before migration 0003 get their listing columns and arrival ids from their headers', async (t) => {
+    const db = await createTestDatabase();
+    const files = await readMigrations();
+    await migrate(db.url, files.slice(0, 2));
+    const a = await rowsOf('sidecar@a', [{ agent_id: 'bot', decision: 'block', timestamp: at(1) }, { agent_id: 'bot', phase: 'pre_check', timestamp: at(2) }]);
+    const b = await rowsOf('sidecar@b', [{ agent_id: 'other', timestamp: at(3) }]);
+    // As migration 0002's ingest stored them: bytes only, b before a.
+    for (const [source, rows] of [['sidecar@b', b], ['sidecar@a', a]] as const) {
+      for (const r of rows) {
+        await sqlOn(db, 'INSERT INTO gov_replica_rows (source, seq, envelope_id, row_bytes) VALUES ($1, $2, $3, $4)', [source, r.seq, readAuditRow(r.bytes, r.seq).envelope_id, r.bytes]);
+      }
+      const last = rows[rows.length - 1];
+      await sqlOn(db, 'INSERT INTO gov_replica_heads (source, seq, hash) VALUES ($1, $2, $3)', [source, last.seq, readAuditRow(last.bytes, last.seq).hash]);
+    }
+    const central = await openPostgres({ db, source: 'gateway@central' });
+    t.teardown(central.close);
+    const columns = await sqlOn(db, `SELECT source, seq, phase, agent_id, decision, parent_envelope_id, ts = $1::timestamptz AS ts_ok FROM gov_replica_rows ORDER BY id`, [at(1)]);
+    t.same(columns.rows.map((r) => [r.source, Number(r.seq), r.phase, r.agent_id, r.decision, r.parent_envelope_id]), [
+      ['sidecar@b', 1, 'validate', 'other', 'approve', null],
+      ['sidecar@a', 1, 'validate', 'bot', 'block', null],
+      ['sidecar@a', 2, 'pre_check', 'bot', 'approve', null],
+    ], 'arrival ids in the order the rows were stored');
+    t.match(await central.replicas!.verify(), [{ source: 'sidecar@a', valid: true, rows_checked: 2 }, { source: 'sidecar@b', valid: true, rows_checked: 1 }]);
+    t.same((await listAudit(central.ledger, central.replicas, { limit: 10, outcome: 'block' })).items.map((r) => [r.source, r.seq]), [['sidecar@a', 1]]);
+    // Rows arriving afterwards list above them; the append-only trigger is back on.
+    await central.ledger.append(entry());
+    t.same((await listAudit(central.ledger, central.replicas, { limit: 10 })).items.map((r) => [r.source, r.seq]), [['gateway@central', 1], ['sidecar@a', 2], ['sidecar@a', 1], ['sidecar@b', 1]]);
+    await t.rejects(sqlOn(db, `UPDATE gov_replica_rows SET agent_id = 'x'`), /gov_replica_rows is append-only/);
   });
 }

@@ -21,7 +21,7 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, deadl
 }
 
 function settings(url: string, over: Partial<ReplicationSettings> = {}): ReplicationSettings {
-  return { centralUrl: url, key: KEY, batchRows: 4, delayMs: 5, retryMaxMs: 20, pruneAfterMs: null, ...over };
+  return { centralUrl: url, key: KEY, batchRows: 4, delayMs: 5, retryMaxMs: 20, pruneAfterMs: null, maxBacklogRows: 0, ...over };
 }
 
 async function withRows(source: string, n: number): Promise<Storage> {
@@ -126,8 +126,10 @@ t.test('replication settings', async (t) => {
   t.throws(() => loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://central:8000' }), { message: /both GOV_CENTRAL_URL and GOV_KEY/ });
   t.throws(() => loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'ftp://central', GOV_KEY: 'k' }), { message: /GOV_CENTRAL_URL/ });
   t.match(loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://central:8000/', GOV_KEY: 'k' }).replication, {
-    centralUrl: 'http://central:8000', key: 'k', batchRows: 500, delayMs: 200, retryMaxMs: 30_000, pruneAfterMs: null,
+    centralUrl: 'http://central:8000', key: 'k', batchRows: 500, delayMs: 200, retryMaxMs: 30_000, pruneAfterMs: null, maxBacklogRows: 0,
   });
+  t.equal(loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://c', GOV_KEY: 'k', GOV_REPLICATION_MAX_BACKLOG_ROWS: '50000' }).replication?.maxBacklogRows, 50_000);
+  t.throws(() => loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://c', GOV_KEY: 'k', GOV_REPLICATION_MAX_BACKLOG_ROWS: '-1' }), { message: /GOV_REPLICATION_MAX_BACKLOG_ROWS/ });
   t.equal(loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://c', GOV_KEY: 'k', GOV_REPLICATION_PRUNE_AFTER: '7d' }).replication?.pruneAfterMs, 7 * 86_400_000);
   t.equal(loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://c', GOV_KEY: 'k', GOV_REPLICATION_PRUNE_AFTER: '30m' }).replication?.pruneAfterMs, 1_800_000);
   t.throws(() => loadSettings('sidecar', { ...base, GOV_CENTRAL_URL: 'http://c', GOV_KEY: 'k', GOV_REPLICATION_PRUNE_AFTER: 'soon' }), { message: /GOV_REPLICATION_PRUNE_AFTER/ });

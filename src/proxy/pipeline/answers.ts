@@ -1,6 +1,7 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Outcome } from '../../contracts/common.js';
 import { ERROR_CODES } from '../../contracts/errors.js';
+import { AppError } from '../../server/app-error.js';
 import type { Proposal, Protocol, ProxyErrorInfo, ProxyErrorKind } from '../protocol.js';
 import type { UpstreamFailure } from '../upstream.js';
 import { abortReason, type ProxyCall, type ProxyCore } from './call.js';
@@ -68,8 +69,9 @@ export function ledgerDown(call: ProxyCall): number {
 }
 
 /** The ledger stayed behind for the whole backpressure wait: nothing was decided, forwarded or recorded. */
-export function ledgerBehind(call: ProxyCall): number {
-  return answerError(call, errorInfo('ledger_unavailable', 'the audit ledger is behind (its disk is slow); the call was not forwarded, retry later'), { 'retry-after': '1' });
+export function ledgerBehind(call: ProxyCall, why: Error): number {
+  const retryAfter = (why instanceof AppError ? why.headers?.['retry-after'] : undefined) ?? '1';
+  return answerError(call, errorInfo('ledger_unavailable', `${why.message}; the call was not forwarded, retry later`), { 'retry-after': retryAfter });
 }
 
 /** The upstream failed (its row already durable): the caller gets the failure in its format, or nothing if it left. */

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AuditListQuery, AuditListResponse, AuditRowWithPayloadView, ChainVerifyReport } from '../../contracts/audit.js';
 import { EnvelopeId } from '../../contracts/common.js';
+import { listAudit } from '../../ledger/audit-query.js';
 import { AppError } from '../app-error.js';
 import { rowForTier, rowWithPayloadForTier } from '../score-view.js';
 import type { AppDeps } from '../app.js';
@@ -9,9 +10,9 @@ import type { AppDeps } from '../app.js';
 export const auditRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app) => {
   app.get('/v1/audit/executions', {
     config: { capability: 'audit.read' },
-    schema: { tags: ['audit'], summary: 'List audit rows, newest first', querystring: AuditListQuery, response: { 200: AuditListResponse } },
+    schema: { tags: ['audit'], summary: 'List audit rows newest first: on a central gateway, its own and every row replicated to it', querystring: AuditListQuery, response: { 200: AuditListResponse } },
   }, async (req) => {
-    const page = await deps.ledger.list(req.query);
+    const page = await listAudit(deps.ledger, deps.replicas, req.query);
     return { ...page, items: page.items.map((r) => rowForTier(r, req.principal)) };
   });
 
@@ -19,8 +20,9 @@ export const auditRoutes = (deps: AppDeps): FastifyPluginAsyncZod => async (app)
     config: { capability: 'audit.read' },
     schema: { tags: ['audit'], summary: 'One audit row with its payload', params: z.object({ id: z.string().max(100) }), response: { 200: AuditRowWithPayloadView } },
   }, async (req) => {
-    const row = EnvelopeId.safeParse(req.params.id).success ? await deps.ledger.get(req.params.id) : null;
-    if (row === null) throw new AppError('not_found', `no audit row with envelope id ${req.params.id}`);
+    const id = req.params.id;
+    const row = EnvelopeId.safeParse(id).success ? ((await deps.ledger.get(id)) ?? (await deps.replicas?.get(id)) ?? null) : null;
+    if (row === null) throw new AppError('not_found', `no audit row with envelope id ${id}`);
     return rowWithPayloadForTier(row, req.principal);
   });
 
