@@ -43,9 +43,20 @@ async function run(mode: Mode): Promise<void> {
   }
   const { loadSettings } = await import('../config/settings.js');
   const { compose } = await import('../compose/modes.js');
+  const { handOverGeneratedToken } = await import('./generated-token.js');
   const settings = loadSettings(mode);
   const gw = await compose(settings);
-  const address = await gw.app.listen({ port: settings.port, host: settings.host });
+  let tokenLine: string | null = null;
+  let address: string;
+  try {
+    // Before listening, so that the token file is there once the port answers.
+    if (gw.tokenGenerated) tokenLine = handOverGeneratedToken(settings, gw.token!);
+    address = await gw.app.listen({ port: settings.port, host: settings.host });
+  } catch (e) {
+    // The error that stopped the start is the one to report, not one from closing half-started parts.
+    await gw.close().catch(() => undefined);
+    throw e;
+  }
   const log = gw.app.log;
   const ledger = settings.databaseUrl !== null ? 'postgresql' : settings.dbPath === ':memory:' ? ':memory:' : 'lmdb';
   log.info({ address, ledger, source: settings.sourceId, env: settings.env, auth: settings.authEnabled, rate_limits: !settings.rateLimitEnabled ? 'off' : settings.redis === null ? 'in-process' : 'redis' }, `gov ${mode} listening`);
@@ -53,10 +64,8 @@ async function run(mode: Mode): Promise<void> {
     log.warn({ ledger_path: settings.dbPath }, 'GOV_DATABASE_URL is unset: the audit ledger and shared state are the local LMDB ledger, not shared with other replicas');
   }
   process.stdout.write(`gov ${mode} listening on ${address}\n`);
-  if (gw.tokenGenerated) {
-    // Printed once, to stdout only, never to the log stream.
-    process.stdout.write(`GOV_EMBED_TOKEN=${gw.token}\n`);
-  }
+  // The token (in development) or its file: once, to stdout only, never to the log stream.
+  if (tokenLine !== null) process.stdout.write(tokenLine);
   onSignals(log, () => gw.close());
 }
 

@@ -1,13 +1,14 @@
 import { parseArgs } from 'node:util';
+import { withSecretFiles } from '../config/secret-files.js';
 import { migrate, readMigrations } from '../ledger/postgres-migrations.js';
 
 const USAGE = `Usage: gov migrate [--help]
 
 Applies the pending schema migrations (migrations/*.sql) to the PostgreSQL database of GOV_DATABASE_URL
-and exits. The gateway applies them at start too; run this from a deployment job when the replicas
-connect as a role without DDL rights (docs/ledger.md, "Migrations"). Safe to run while replicas start:
-migrators take turns on an advisory lock. Exit 0 when the schema is current, 1 on an error, 2 on a usage
-error.
+(or of the file GOV_DATABASE_URL_FILE names) and exits. The gateway applies them at start too; run this
+from a deployment job when the replicas connect as a role without DDL rights (docs/ledger.md,
+"Migrations"). Safe to run while replicas start: migrators take turns on an advisory lock. Exit 0 when the
+schema is current, 1 on an error, 2 on a usage error.
 `;
 
 /** `gov migrate`: the exit code. Never prints the connection string (it may carry a password). */
@@ -23,9 +24,15 @@ export async function migrateCommand(argv: string[], env: NodeJS.ProcessEnv = pr
     process.stdout.write(USAGE);
     return 0;
   }
-  const url = env.GOV_DATABASE_URL;
+  let url: string | undefined;
+  try {
+    url = withSecretFiles(env, ['GOV_DATABASE_URL']).GOV_DATABASE_URL;
+  } catch (e) {
+    process.stderr.write(`gov migrate: ${(e as Error).message}\n`);
+    return 2;
+  }
   if (!url) {
-    process.stderr.write('gov migrate: GOV_DATABASE_URL is not set\n');
+    process.stderr.write('gov migrate: GOV_DATABASE_URL is not set (nor GOV_DATABASE_URL_FILE)\n');
     return 2;
   }
   try {

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { SecretFileError, withSecretFiles } from '../config/secret-files.js';
 import { parseEncryptionKey } from '../ledger/payload-cipher.js';
 import { loadGoldenRules } from '../policy/golden.js';
 import { loadManifestDir } from '../policy/manifest-files.js';
@@ -98,7 +99,7 @@ export function formatReplayReport(r: ReplayReport & { threads?: number }, candi
   return `${lines.join('\n')}\n`;
 }
 
-export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function policyReplayCommand(argv: string[], rawEnv: NodeJS.ProcessEnv = process.env): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({
@@ -128,6 +129,7 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     return 0;
   }
   try {
+    const env = withSecretFiles(rawEnv, ['GOV_DATABASE_URL', 'GOV_AUDIT_ENCRYPTION_KEY']);
     const version = values.version as string | undefined;
     if (!version) throw new UsageError('--version <v> is required (a pack file or a directory of packs)');
     const examples = values.examples === undefined ? 5 : Number(values.examples);
@@ -198,7 +200,7 @@ export async function policyReplayCommand(argv: string[], env: NodeJS.ProcessEnv
     }
     return 0;
   } catch (e) {
-    const known = e instanceof UsageError || e instanceof CandidateError || e instanceof ReplaySourceError || (e as Error).name === 'PolicyLoadError';
+    const known = e instanceof UsageError || e instanceof SecretFileError || e instanceof CandidateError || e instanceof ReplaySourceError || (e as Error).name === 'PolicyLoadError';
     process.stderr.write(`gov policy replay: ${(e as Error).message}\n`);
     return known ? 2 : 1;
   }

@@ -2,6 +2,7 @@ import { getHeapStatistics } from 'node:v8';
 import { isMainThread, resourceLimits } from 'node:worker_threads';
 import { loadSettings } from '../config/settings.js';
 import { composeSidecar } from '../compose/sidecar.js';
+import { handOverGeneratedToken } from './generated-token.js';
 
 export interface ServingSidecar {
   log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void };
@@ -13,11 +14,22 @@ export interface ServingSidecar {
 export async function serveSidecar(): Promise<ServingSidecar> {
   const settings = loadSettings('sidecar');
   const sc = await composeSidecar(settings);
-  const { proxyUrl, apiUrl } = await sc.listen();
+  let tokenLine: string | null = null;
+  let urls: { proxyUrl: string; apiUrl: string };
+  try {
+    // Before listening, so that the token file is there once the ports answer.
+    if (sc.composed.tokenGenerated) tokenLine = handOverGeneratedToken(settings, sc.composed.token!);
+    urls = await sc.listen();
+  } catch (e) {
+    // The error that stopped the start is the one to report, not one from closing half-started parts.
+    await sc.close().catch(() => undefined);
+    throw e;
+  }
+  const { proxyUrl, apiUrl } = urls;
   const log = sc.composed.logger;
   log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId, heap: heapReport() }, 'gov sidecar listening');
   process.stdout.write(`gov sidecar listening on ${apiUrl}\ngov sidecar proxy listening on ${proxyUrl}\n`);
-  if (sc.composed.tokenGenerated) process.stdout.write(`GOV_EMBED_TOKEN=${sc.composed.token}\n`);
+  if (tokenLine !== null) process.stdout.write(tokenLine);
   return { log, close: () => sc.close() };
 }
 

@@ -12,6 +12,7 @@ import { loadProxyRoutes, ProxyRoutesError, type ProxyRoutes } from '../proxy/ro
 import { fixedRoutes } from '../proxy/protocols/registry.js';
 import { SourceId } from '../contracts/audit.js';
 import { defaultSourceId } from '../ledger/source-id.js';
+import { SecretFileError, withSecretFiles, withSecretFileDocs } from './secret-files.js';
 
 export type Mode = 'embedded' | 'gateway' | 'sidecar';
 
@@ -26,12 +27,12 @@ interface SettingDoc {
 }
 
 /** One table drives both parsing and `gov <mode> --help`, so the two cannot drift apart. */
-export const SETTING_DOCS: SettingDoc[] = [
+export const SETTING_DOCS: SettingDoc[] = withSecretFileDocs([
   { name: 'GOV_ENV', modes: ['embedded', 'gateway', 'sidecar'], default: 'development', help: 'environment name; production disables /docs and /openapi.json and requires auth' },
   { name: 'GOV_HOST', modes: ['embedded', 'gateway', 'sidecar'], default: '127.0.0.1', help: 'address to bind (set 0.0.0.0 inside a container)' },
   { name: 'GOV_EMBED_PORT', modes: ['embedded', 'sidecar'], default: '8765', help: 'embedded gateway port' },
   { name: 'GOV_EMBED_DB', modes: ['embedded', 'sidecar'], default: '.gov/ledger', help: 'LMDB ledger directory; :memory: keeps nothing across runs' },
-  { name: 'GOV_EMBED_TOKEN', modes: ['embedded', 'sidecar'], default: '(generated)', help: 'bearer token; if unset an unsigned JWT with tier team is generated and printed once' },
+  { name: 'GOV_EMBED_TOKEN', modes: ['embedded', 'sidecar'], default: '(generated)', help: 'bearer token; if unset an unsigned JWT with tier team is generated: in development printed once on stdout, otherwise written to <GOV_EMBED_DB>.token (mode 0600) and never printed' },
   { name: 'GOV_PORT', modes: ['gateway'], default: '8000', help: 'gateway port' },
   { name: 'GOV_DB_PATH', modes: ['gateway'], default: '.gov/gateway', help: 'LMDB ledger directory of the gateway when GOV_DATABASE_URL is unset' },
   { name: 'GOV_DATABASE_URL', modes: ['gateway'], default: '', help: 'PostgreSQL connection string (postgres://user:password@host:5432/db): the central audit store and shared state of every replica, migrated at start; unset: the LMDB ledger of GOV_DB_PATH' },
@@ -60,6 +61,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_POLICY_WATCH_INTERVAL_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '2000', help: 'periodic re-read of GOV_POLICY_DIR beside the file watch (for volumes where file events do not arrive)' },
   { name: 'GOV_MANIFEST_DIR', modes: ['embedded', 'gateway', 'sidecar'], default: 'manifests', help: 'agent manifests (agents/*.yaml) and golden rules (golden/*.yaml; a legacy golden.yaml is still read)' },
   { name: 'GOV_STATE_REFRESH_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '1000', help: 'how often the kill switch, registered manifests and active policy set are re-read from the store, so a change made through another replica applies here within this many ms (plus one read); 0 reads them at start only' },
+  { name: 'GOV_SHUTDOWN_GRACE_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '10000', help: 'on SIGTERM, how long requests in flight on the API port may take before their connections are cut, so that a stalled client cannot hold the exit past a pod\'s grace period (the sidecar\'s proxy port has GOV_PROXY_SHUTDOWN_GRACE_MS)' },
   { name: 'GOV_HEALTH_TIMEOUT_MS', modes: ['embedded', 'gateway', 'sidecar'], default: '500', help: 'the longest a health request waits on each store probe; a store that has not answered by then is reported down (error timeout)' },
   { name: 'GOV_REVIEW_SLA_MINUTES', modes: ['embedded', 'gateway', 'sidecar'], default: '240', help: 'review_deadline = decision time + this many minutes' },
   ...DETECTOR_SETTING_DOCS,
@@ -89,7 +91,7 @@ export const SETTING_DOCS: SettingDoc[] = [
   { name: 'GOV_PROXY_MAX_ANSWER_BYTES', modes: ['sidecar'], default: '16777216', help: 'largest upstream answer, streamed or not; past it a whole answer is refused (502) and a stream ends with a provider-format error, the held part withheld and its SHA-256 recorded' },
   { name: 'GOV_PROXY_UPSTREAM_TIMEOUT_MS', modes: ['sidecar'], default: '600000', help: 'upstream timeout: wait for response headers, and the longest pause between body chunks' },
   { name: 'GOV_PROXY_SHUTDOWN_GRACE_MS', modes: ['sidecar'], default: '30000', help: 'on SIGTERM, how long in-flight proxied calls may take to finish before they are cut' },
-];
+]);
 
 const DEV_ENVS = new Set(['development', 'dev', 'test']);
 
@@ -178,6 +180,8 @@ export interface Settings {
   reviewSlaMinutes: number;
   /** GOV_HEALTH_TIMEOUT_MS: the bound on each health probe, so a health request never hangs on a dead store. */
   healthTimeoutMs: number;
+  /** GOV_SHUTDOWN_GRACE_MS: on close, how long the API port's requests in flight may take before their connections are cut. */
+  shutdownGraceMs: number;
   logLevel: string;
   /** The optional remote classifier (GOV_DETECTOR_*); null when GOV_DETECTOR_URL is unset. */
   detector: DetectorSettings | null;
@@ -245,7 +249,14 @@ function shipped(cwd: string, rel: string): string {
 }
 
 /** Parses the environment once into a typed Settings object; throws SettingsError naming the bad setting. */
-export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Settings {
+export function loadSettings(mode: Mode, rawEnv: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Settings {
+  let env: NodeJS.ProcessEnv;
+  try {
+    env = withSecretFiles(rawEnv);
+  } catch (e) {
+    if (e instanceof SecretFileError) throw new SettingsError(e.message);
+    throw e;
+  }
   const get = (k: string): string | undefined => {
     const v = env[k];
     return v === undefined || v === '' ? undefined : v;
@@ -296,6 +307,7 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
     stateRefreshMs: parse('GOV_STATE_REFRESH_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_STATE_REFRESH_MS') ?? '1000'),
     reviewSlaMinutes: parse('GOV_REVIEW_SLA_MINUTES', z.coerce.number().int().min(1).max(525600), get('GOV_REVIEW_SLA_MINUTES') ?? '240'),
     healthTimeoutMs: parse('GOV_HEALTH_TIMEOUT_MS', z.coerce.number().int().min(1).max(60_000), get('GOV_HEALTH_TIMEOUT_MS') ?? '500'),
+    shutdownGraceMs: parse('GOV_SHUTDOWN_GRACE_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_SHUTDOWN_GRACE_MS') ?? '10000'),
     logLevel,
     detector: loadDetectorSettings(get, parse),
     redis: loadRedisSettings(mode, get, parse),
@@ -318,6 +330,10 @@ export function loadSettings(mode: Mode, env: NodeJS.ProcessEnv = process.env, c
   const anchorFile = get('GOV_LEDGER_ANCHOR_FILE') ?? `${settings.dbPath.replace(/\/+$/, '')}.anchor.json`;
   const anchorKey = get('GOV_LEDGER_ANCHOR_KEY') || null;
   if (anchorKey !== null && Buffer.byteLength(anchorKey) < 32) throw new SettingsError('GOV_LEDGER_ANCHOR_KEY must be at least 32 bytes');
+  if (embeddedApi && !isDev && settings.embedToken === null && settings.dbPath === ':memory:') {
+    // Outside development a generated token is written beside the ledger, never printed (cli/generated-token.ts).
+    throw new SettingsError(`GOV_EMBED_TOKEN or GOV_EMBED_TOKEN_FILE must be set when GOV_ENV=${govEnv} and GOV_EMBED_DB=:memory:: a generated token is printed only in development, and there is no ledger directory to write it beside`);
+  }
   if (settings.databaseUrl !== null) checkDatabaseUrl(settings.databaseUrl);
   if (settings.ledgerDurability === 'central' && settings.replication === null) {
     throw new SettingsError('GOV_LEDGER_DURABILITY=central needs a sidecar replicating to a central gateway (GOV_CENTRAL_URL and GOV_KEY)');

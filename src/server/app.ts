@@ -81,6 +81,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   }).withTypeProvider<ZodTypeProvider>();
 
+  // Fastify's close waits for every open request, and a client that stalls mid-body holds one open until
+  // Node's requestTimeout (5 minutes): past GOV_SHUTDOWN_GRACE_MS its connection is cut, so that SIGTERM
+  // ends the process within a pod's termination grace period instead of a SIGKILL. Hooked on close itself,
+  // because the sidecar closes this app beside its proxy rather than through its composition.
+  let cutStalled: NodeJS.Timeout | undefined;
+  app.addHook('preClose', (done) => {
+    cutStalled = setTimeout(() => app.server.closeAllConnections(), deps.settings.shutdownGraceMs).unref();
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    clearTimeout(cutStalled);
+    done();
+  });
+
   // Before any schema runs, on every route and whatever the store: a non-finite number, absurd nesting, or a
   // NUL or lone surrogate in any string the caller sent (path, query or body) is a 422 naming the field.
   app.addHook('preValidation', async (req) => {

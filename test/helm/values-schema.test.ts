@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { SECRET_SETTINGS } from '../../src/config/secret-files.js';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { CHART, render, requireHelm } from '../helpers/helm.js';
 
@@ -58,7 +59,10 @@ t.test('the schema lets through gateway.env and gateway.secretEnv only real gate
   const secret: string[] = schema.properties.gateway.properties.secretEnv.items.properties.name.enum;
   const gatewaySettings = new Set(SETTING_DOCS.filter((d) => d.modes.includes('gateway')).map((d) => d.name));
   // Set by the templates from their own values (database, redis, auth, policies, govEnv, logLevel).
-  const chartOwn = ['GOV_ENV', 'GOV_HOST', 'GOV_PORT', 'GOV_DB_PATH', 'GOV_DATABASE_URL', 'AUTH_ENABLED', 'GOV_API_KEYS', 'GOV_JWT_SECRET', 'GOV_REDIS_URL', 'GOV_POLICY_DIR', 'GOV_LOG_LEVEL'];
+  const chartOwn = ['GOV_ENV', 'GOV_HOST', 'GOV_PORT', 'GOV_DB_PATH', 'GOV_DATABASE_URL', 'AUTH_ENABLED', 'GOV_API_KEYS', 'GOV_JWT_SECRET', 'GOV_REDIS_URL', 'GOV_POLICY_DIR', 'GOV_LOG_LEVEL',
+    // The secrets' <NAME>_FILE variants: the chart hands secrets over as secretKeyRefs and mounts no Secret
+    // files, so a path set through the values would name a file the pod does not have.
+    ...SECRET_SETTINGS.map((n) => `${n}_FILE`).filter((n) => gatewaySettings.has(n))];
   // Only from a Secret: keys and tokens never stand as literals in a pod spec.
   const secretOnly = ['GOV_AUDIT_ENCRYPTION_KEY', 'GOV_LEDGER_ANCHOR_KEY', 'GOV_DETECTOR_TOKEN', 'GOV_REVIEW_WEBHOOK_SECRET'];
   for (const n of [...plain, ...secret, ...chartOwn, ...secretOnly]) t.ok(gatewaySettings.has(n), `${n} is a gateway setting`);

@@ -54,7 +54,7 @@ export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.en
 }
 
 /** Spawns `gov <mode>` and resolves once it prints its listening line; rejects if it exits first or times out. */
-export async function startGovProcess(mode: 'embedded' | 'gateway', env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<GovProcess> {
+export async function startGovProcess(mode: 'embedded' | 'gateway' | 'sidecar', env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<GovProcess> {
   const child = spawn(process.execPath, [CLI, mode], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   let err = '';

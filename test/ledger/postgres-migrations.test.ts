@@ -1,5 +1,8 @@
 // Schema migrations (migrations/*.sql): from an empty database, re-run, several migrators at once (replicas
 // starting together), and the refusals; `gov migrate` and `gov gateway` on PostgreSQL as processes.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { migrate, readMigrations, type Migration } from '../../src/ledger/postgres-migrations.js';
@@ -91,6 +94,18 @@ if (await requirePostgres()) {
     const missing = await runCli(['migrate'], cleanEnv({}));
     t.equal(missing.code, 2);
     t.match(missing.stderr, /GOV_DATABASE_URL is not set/);
+    // The URL from a mounted Secret (GOV_DATABASE_URL_FILE), as a migration Job in the cluster reads it.
+    const secretDir = mkdtempSync(join(tmpdir(), 'gov-migrate-secret-'));
+    t.teardown(() => rmSync(secretDir, { recursive: true, force: true }));
+    const urlFile = join(secretDir, 'database-url');
+    writeFileSync(urlFile, `${db.url}\n`);
+    const fromFile = await runCli(['migrate'], cleanEnv({ GOV_DATABASE_URL_FILE: urlFile }));
+    t.equal(fromFile.code, 0, fromFile.stderr);
+    t.match(fromFile.stdout, /the schema is up to date/, 'GOV_DATABASE_URL_FILE names the same database');
+    const both = await runCli(['migrate'], cleanEnv({ GOV_DATABASE_URL_FILE: urlFile, GOV_DATABASE_URL: 'postgres://gov:secret-pw@127.0.0.1:1/none' }));
+    t.equal(both.code, 2, 'both set: a usage error');
+    t.match(both.stderr, /GOV_DATABASE_URL and GOV_DATABASE_URL_FILE are both set/);
+    t.notMatch(both.stderr + both.stdout, /secret-pw/, 'the password is never printed');
     const unreachable = await runCli(['migrate'], cleanEnv({ GOV_DATABASE_URL: 'postgres://gov:secret-pw@127.0.0.1:1/none' }));
     t.equal(unreachable.code, 1);
     t.notMatch(unreachable.stderr + unreachable.stdout, /secret-pw/, 'the password is never printed');
