@@ -1,0 +1,191 @@
+import type { Framework, JsonObject } from '../contracts/common.js';
+import { BlockedError, GatewayUnavailableError } from '../contracts/client-errors.js';
+import type { ClientSettings, GovClientOptions } from './client-settings.js';
+import { ENV_KILL_SWITCH_REASON, GovClient, type PostCheckResponse, type PreCheckResponse, type ValidateResponse } from './gov-client.js';
+
+export interface GovernOptions extends GovClientOptions {
+  /** The governed agent (spec: `^[\w\-\.]+$`). */
+  agentId: string;
+  /** The key of the first argument that names the end user. Default `user`. */
+  userArg?: string;
+  /** The key of the first argument that holds the input. Default `input`. */
+  inputArg?: string;
+  /**
+   * `two-phase` (default): pre-check before the body, post-check of its result, one row each.
+   * `single-shot`: one validate after the body.
+   */
+  mode?: 'two-phase' | 'single-shot';
+  /** Default `Custom`. */
+  framework?: Framework;
+  /** Recorded as the execution's model; the contracts require one. Default `unknown`. */
+  model?: string;
+  /**
+   * The tool this function is, as the agent's manifest declares it: the pre-check then checks the call
+   * (the first argument, less user and input, as its params) against the manifest's scopes and limits.
+   * Leave it out for a function the manifest does not declare: an undeclared action is a hard `block`.
+   */
+  action?: string;
+  /** Recorded with every row (pre-check `metadata`, validate `request.metadata`). */
+  metadata?: JsonObject;
+  /** Share one client between wrappers; default: one per wrapper, built on its first call. */
+  client?: GovClient;
+  /** Sees every decision the wrapper receives, local ones included (isLocalDecision()). */
+  onDecision?: (phase: 'pre_check' | 'post_check' | 'validate', response: PreCheckResponse | PostCheckResponse | ValidateResponse) => void;
+}
+
+/**
+ * A governed function keeps its parameters and `this`; its result arrives as a promise because governance
+ * waits for the gateway, and resolves to the wrapped function's own value (the same object).
+ */
+export type Governed<F extends (...args: any[]) => unknown> = (this: ThisParameterType<F>, ...args: Parameters<F>) => Promise<Awaited<ReturnType<F>>>;
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+};
+
+/** The contracts' cap on `user` (src/contracts/runtime.ts): a longer name would make the call a 422. */
+const USER_MAX = 500;
+
+interface CallerFields {
+  user: string;
+  input: string;
+  params: JsonObject;
+}
+
+/**
+ * JavaScript has no keyword arguments: user and input are read from the first argument when it is a plain
+ * object; otherwise the record carries user `unknown` and an empty input (spec, Client wrapper behaviour).
+ */
+function callerFields(first: unknown, userArg: string, inputArg: string): CallerFields {
+  if (!isPlainObject(first)) return { user: 'unknown', input: '', params: {} };
+  const { [userArg]: u, [inputArg]: i, ...params } = first;
+  const user = u === undefined || u === null ? 'unknown' : (typeof u === 'string' ? u : String(u)).slice(0, USER_MAX);
+  const input = i === undefined || i === null ? '' : typeof i === 'string' ? i : JSON.stringify(i);
+  return { user, input, params };
+}
+
+/** The contracts want `output` as a JSON object: a plain object is sent as it is, anything else as `{result}`. */
+function asOutput(v: unknown): JsonObject {
+  return isPlainObject(v) ? v : { result: v === undefined ? null : v };
+}
+
+/** What the wrapper does with a governance failure that is not a block: rethrow it, or warn and go on. */
+function tolerate(e: unknown, s: ClientSettings, what: string): void {
+  if (e instanceof BlockedError) throw e;
+  // Spec: an unreachable gateway is fatal only with failure mode closed *and* raise_on_error.
+  if (e instanceof GatewayUnavailableError) {
+    if (s.failureMode === 'closed' && s.raiseOnError) throw e;
+    s.onWarning(`gateway unavailable, ${what} not governed (failure mode ${s.failureMode})`, e);
+    return;
+  }
+  if (s.raiseOnError) throw e;
+  s.onWarning(`${what} not governed: the governance call failed`, e);
+}
+
+function blockedBy(phase: 'pre_check' | 'post_check' | 'validate', r: { envelope_id: string; decision: { outcome: string; reason: string } }): BlockedError {
+  return new BlockedError('block', r.decision.reason, r.envelope_id, phase);
+}
+
+/**
+ * Wraps a sync or async function in governance. With governance disabled (GOV_ENABLED=false) the wrapper
+ * only calls through: no network, no timer. With the environment kill switch every call is refused before
+ * the body runs and before any network call.
+ */
+export function govern<F extends (...args: any[]) => unknown>(fn: F, options: GovernOptions): Governed<F> {
+  const userArg = options.userArg ?? 'user';
+  const inputArg = options.inputArg ?? 'input';
+  const twoPhase = (options.mode ?? 'two-phase') === 'two-phase';
+  const framework = options.framework ?? 'Custom';
+  const model = options.model ?? 'unknown';
+  const name = fn.name || 'anonymous function';
+  // Built on the first call, so that settings loaded after import time (a .env file) still apply.
+  let client = options.client;
+
+  async function governedCall(c: GovClient, self: unknown, args: unknown[]): Promise<unknown> {
+    const s = c.settings;
+    const caller = callerFields(args[0], userArg, inputArg);
+    const report = options.onDecision;
+    if (s.killSwitch) {
+      const blocked = c.local('pre_check', { agent_id: options.agentId }, 'block', ENV_KILL_SWITCH_REASON);
+      report?.('pre_check', blocked);
+      throw blockedBy('pre_check', blocked);
+    }
+    if (!twoPhase) {
+      const started = performance.now();
+      const value = await fn.apply(self, args);
+      try {
+        const r = await c.send('validate', {
+          agent_id: options.agentId,
+          framework,
+          request: { user: caller.user, input: caller.input, session_id: null, metadata: options.metadata ?? {} },
+          execution: { model, latency_ms: performance.now() - started },
+          output: asOutput(value),
+        });
+        report?.('validate', r);
+        if (r.decision.outcome === 'block') throw blockedBy('validate', r);
+      } catch (e) {
+        tolerate(e, s, `${name} (validate)`);
+      }
+      return value;
+    }
+
+    let pre: PreCheckResponse | null = null;
+    try {
+      pre = await c.send('pre_check', {
+        agent_id: options.agentId,
+        framework,
+        ...(options.action !== undefined ? { action: options.action, params: caller.params } : {}),
+        user: caller.user,
+        input: caller.input,
+        model,
+        ...(options.metadata !== undefined ? { metadata: options.metadata } : {}),
+      });
+      report?.('pre_check', pre);
+      if (pre.decision.outcome === 'block') throw blockedBy('pre_check', pre);
+    } catch (e) {
+      tolerate(e, s, `${name} (pre-check)`);
+    }
+    const started = performance.now();
+    const value = await fn.apply(self, args);
+    // A pre-check that never reached the gateway has no row for a post-check to name.
+    if (pre === null) return value;
+    try {
+      const post = await c.send('post_check', {
+        pre_check_envelope_id: pre.envelope_id,
+        execution: { model, latency_ms: performance.now() - started },
+        output: asOutput(value),
+      });
+      report?.('post_check', post);
+      if (post.decision.outcome === 'block') throw blockedBy('post_check', post);
+    } catch (e) {
+      tolerate(e, s, `${name} (post-check)`);
+    }
+    return value;
+  }
+
+  return function governed(this: ThisParameterType<F>, ...args: Parameters<F>): Promise<Awaited<ReturnType<F>>> {
+    try {
+      client ??= new GovClient(options);
+      if (!client.settings.enabled) return Promise.resolve(fn.apply(this, args) as Awaited<ReturnType<F>>);
+      return governedCall(client, this, args) as Promise<Awaited<ReturnType<F>>>;
+    } catch (e) {
+      // A synchronous throw (the body, or a bad setting) still arrives as a rejection: the result is always a promise.
+      return Promise.reject(e);
+    }
+  };
+}
+
+/**
+ * The TS 5 standard method decorator form of govern(). It takes methods that already return a promise:
+ * a governed call waits for the gateway, so a synchronous method could not keep its type.
+ */
+export function governed(options: GovernOptions) {
+  return function <This, Args extends any[], R extends PromiseLike<unknown>>(
+    target: (this: This, ...args: Args) => R,
+    _context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => R>,
+  ): (this: This, ...args: Args) => R {
+    return govern(target, options) as unknown as (this: This, ...args: Args) => R;
+  };
+}
