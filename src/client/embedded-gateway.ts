@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { compose } from '../compose/modes.js';
 import { loadSettings } from '../config/settings.js';
 import { generateEmbedToken } from '../server/authenticators.js';
@@ -29,7 +30,7 @@ export interface EmbeddedGateway {
  * Starts `gov embedded`'s own composition (compose/modes.ts) and listens on loopback. Like the spec's
  * daemon thread, it does not keep the host process alive: the listening socket is unreferenced, and the
  * core's timers (state refresh, policy re-read, head anchor) already are, so a host with nothing else to
- * do exits. Rows acknowledged before that are committed; nothing in flight is waited for.
+ * do exits. Rows acknowledged before that are committed; a call another process has in flight is cut.
  */
 export async function startEmbeddedGateway(opts: EmbeddedGatewayOptions = {}): Promise<EmbeddedGateway> {
   const base = opts.env ?? process.env;
@@ -54,6 +55,9 @@ export async function startEmbeddedGateway(opts: EmbeddedGatewayOptions = {}): P
     throw e;
   }
   gw.app.server.unref();
+  // Accepted connections too: a client's idle keep-alive connection would otherwise hold the host open for
+  // the server's keep-alive timeout. A call in flight from this process keeps it alive through its own socket.
+  gw.app.server.on('connection', (socket: Socket) => socket.unref());
   const addr = gw.app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : settings.port;
   const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;

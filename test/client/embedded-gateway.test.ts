@@ -1,0 +1,67 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { GovClient, isLocalDecision } from '../../src/client/gov-client.js';
+import { govern } from '../../src/client/govern.js';
+import { startEmbeddedGateway } from '../../src/client/embedded-gateway.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+t.test('GovClient.embedded(): a gateway in this process and a client on it, zero configuration', async (t) => {
+  const client = await GovClient.embedded({ port: 0, db: ':memory:', env: {} });
+  t.teardown(() => client.close());
+  t.match(client.settings.target, { kind: 'http', url: /^http:\/\/127\.0\.0\.1:\d+$/ });
+  const d: string[] = [];
+  const f = govern(async (a: { user: string; input: string }) => ({ answer: `hi ${a.user}` }), { agentId: 'support-bot', client, onDecision: (p, r) => void d.push(`${p}:${isLocalDecision(r) ? 'local' : 'gateway'}`) });
+  t.same(await f({ user: 'ana', input: 'hello' }), { answer: 'hi ana' });
+  t.same(d, ['pre_check:gateway', 'post_check:gateway']);
+});
+
+t.test('startEmbeddedGateway: the token given, or one generated; every route but health needs it', async (t) => {
+  const gw = await startEmbeddedGateway({ port: 0, db: ':memory:', token: 'my-token', env: {} });
+  t.teardown(() => gw.close());
+  t.equal(gw.token, 'my-token');
+  t.equal((await fetch(`${gw.url}/v1/health`)).status, 200);
+  t.equal((await fetch(`${gw.url}/v1/runtime/kill-switch`)).status, 401);
+  t.equal((await fetch(`${gw.url}/v1/runtime/kill-switch`, { headers: { authorization: 'Bearer my-token' } })).status, 200);
+  const generated = await startEmbeddedGateway({ port: 0, db: ':memory:', env: { GOV_ENV: 'production' } });
+  t.teardown(() => generated.close());
+  t.ok(generated.token.length > 20, 'a generated token, also outside development with a :memory: ledger');
+  t.equal((await fetch(`${generated.url}/v1/runtime/kill-switch`, { headers: { authorization: `Bearer ${generated.token}` } })).status, 200);
+});
+
+t.test('the embedded gateway does not keep its host process alive, and what it acknowledged is on disk', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-client-embedded-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const db = join(dir, 'ledger');
+  // The host starts a gateway, governs one call through it, and then has nothing left to do.
+  const script = `
+const { startEmbeddedGateway } = await import('gov-gateway/embedded');
+const { GovClient } = await import('gov-gateway/client');
+const gw = await startEmbeddedGateway({ port: 0, db: ${JSON.stringify(db)}, token: 'host-token' });
+const c = new GovClient({ gatewayUrl: gw.url, apiKey: gw.token, failureMode: 'closed', env: {} });
+const r = await c.validate({ agent_id: 'support-bot', execution: { model: 'm' }, output: { answer: 'ok' } });
+process.stdout.write(r.envelope_id + '\\n');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  // A deadline only for a hung child, so that a failure ends the test instead of stalling it.
+  const deadline = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.once('close', (c, s) => resolve([c, s])));
+  clearTimeout(deadline);
+  t.equal(signal, null, 'the host exited on its own (not killed at the deadline)');
+  t.equal(code, 0, err);
+  const envelopeId = out.trim();
+  t.match(envelopeId, /^[0-9a-f-]{36}$/);
+  // The same ledger, opened again: the acknowledged row is there.
+  const again = await startEmbeddedGateway({ port: 0, db, token: 'host-token', env: {} });
+  t.teardown(() => again.close());
+  const res = await fetch(`${again.url}/v1/audit/executions/${envelopeId}`, { headers: { authorization: 'Bearer host-token' } });
+  t.equal(res.status, 200);
+  t.equal(((await res.json()) as { phase: string }).phase, 'validate');
+});
