@@ -19,7 +19,7 @@ export interface GovClientOptions {
   gatewayUrl?: string;
   /** Sent as X-Gov-Token and as Authorization: Bearer; else GOV_API_KEY, else GOV_KEY. */
   apiKey?: string;
-  /** Else GOV_FAILURE_MODE; default open. */
+  /** Else GOV_FAILURE_MODE; default open. `queue` is named by the spec but refused until it exists (docs/client.md). */
   failureMode?: FailureMode;
   /** Wrapper only: rethrow what the wrapper otherwise logs and swallows (spec: raise_on_error). */
   raiseOnError?: boolean;
@@ -101,6 +101,8 @@ export function resolveClientSettings(opts: GovClientOptions = {}): ClientSettin
   if (!FAILURE_MODES.includes(failureMode as FailureMode)) {
     throw new ClientSettingsError(`GOV_FAILURE_MODE: expected one of ${FAILURE_MODES.join(', ')}, got "${failureMode}"`);
   }
+  // Refused rather than run as `open`: a caller who asked for a durable buffer must not silently lose calls.
+  if (failureMode === 'queue') throw new ClientSettingsError('GOV_FAILURE_MODE: queue (a durable buffer replayed when the gateway returns) is not available in this client yet; use open or closed');
   return {
     // Spec, OSS mode: no gateway address and no key means there is no gateway to call.
     target: url === undefined && apiKey === null ? { kind: 'oss' } : { kind: 'http', url: gatewayUrl(url ?? DEFAULT_GATEWAY_URL) },

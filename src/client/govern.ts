@@ -2,6 +2,7 @@ import type { Framework, JsonObject } from '../contracts/common.js';
 import { BlockedError, GatewayUnavailableError } from '../contracts/client-errors.js';
 import type { ClientSettings, GovClientOptions } from './client-settings.js';
 import { ENV_KILL_SWITCH_REASON, GovClient, type PostCheckResponse, type PreCheckResponse, type ValidateResponse } from './gov-client.js';
+import { clientTracer, startWrappedCall, type WrappedCallFacts } from './telemetry.js';
 
 export interface GovernOptions extends GovClientOptions {
   /** The governed agent (spec: `^[\w\-\.]+$`). */
@@ -103,28 +104,39 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
   // Built on the first call, so that settings loaded after import time (a .env file) still apply.
   let client = options.client;
 
-  async function governedCall(c: GovClient, self: unknown, args: unknown[]): Promise<unknown> {
+  async function governedCall(c: GovClient, self: unknown, args: unknown[], facts: WrappedCallFacts): Promise<unknown> {
     const s = c.settings;
     const caller = callerFields(args[0], userArg, inputArg);
-    const report = options.onDecision;
+    const decide = async <P extends 'validate' | 'pre_check' | 'post_check'>(phase: P, req: Parameters<typeof c.send<P>>[1]) => {
+      const t0 = performance.now();
+      try {
+        const r = await c.send(phase, req);
+        facts.outcome = r.decision.outcome;
+        facts.riskScore = r.risk?.score ?? null;
+        options.onDecision?.(phase, r);
+        if (r.decision.outcome === 'block') throw blockedBy(phase, r);
+        return r;
+      } finally {
+        facts.validationMs += performance.now() - t0;
+      }
+    };
     if (s.killSwitch) {
       const blocked = c.local('pre_check', { agent_id: options.agentId }, 'block', ENV_KILL_SWITCH_REASON);
-      report?.('pre_check', blocked);
+      facts.outcome = 'block';
+      options.onDecision?.('pre_check', blocked);
       throw blockedBy('pre_check', blocked);
     }
     if (!twoPhase) {
       const started = performance.now();
       const value = await fn.apply(self, args);
       try {
-        const r = await c.send('validate', {
+        await decide('validate', {
           agent_id: options.agentId,
           framework,
           request: { user: caller.user, input: caller.input, session_id: null, metadata: options.metadata ?? {} },
           execution: { model, latency_ms: performance.now() - started },
           output: asOutput(value),
         });
-        report?.('validate', r);
-        if (r.decision.outcome === 'block') throw blockedBy('validate', r);
       } catch (e) {
         tolerate(e, s, `${name} (validate)`);
       }
@@ -133,7 +145,7 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
 
     let pre: PreCheckResponse | null = null;
     try {
-      pre = await c.send('pre_check', {
+      pre = await decide('pre_check', {
         agent_id: options.agentId,
         framework,
         ...(options.action !== undefined ? { action: options.action, params: caller.params } : {}),
@@ -142,8 +154,6 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
         model,
         ...(options.metadata !== undefined ? { metadata: options.metadata } : {}),
       });
-      report?.('pre_check', pre);
-      if (pre.decision.outcome === 'block') throw blockedBy('pre_check', pre);
     } catch (e) {
       tolerate(e, s, `${name} (pre-check)`);
     }
@@ -152,24 +162,32 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     // A pre-check that never reached the gateway has no row for a post-check to name.
     if (pre === null) return value;
     try {
-      const post = await c.send('post_check', {
+      await decide('post_check', {
         pre_check_envelope_id: pre.envelope_id,
         execution: { model, latency_ms: performance.now() - started },
         output: asOutput(value),
       });
-      report?.('post_check', post);
-      if (post.decision.outcome === 'block') throw blockedBy('post_check', post);
     } catch (e) {
       tolerate(e, s, `${name} (post-check)`);
     }
     return value;
   }
 
+  async function tracedCall(c: GovClient, self: unknown, args: unknown[]): Promise<unknown> {
+    const facts: WrappedCallFacts = { outcome: null, riskScore: null, validationMs: 0 };
+    const end = startWrappedCall(await clientTracer(), options.agentId);
+    try {
+      return await governedCall(c, self, args, facts);
+    } finally {
+      end(facts);
+    }
+  }
+
   return function governed(this: ThisParameterType<F>, ...args: Parameters<F>): Promise<Awaited<ReturnType<F>>> {
     try {
       client ??= new GovClient(options);
       if (!client.settings.enabled) return Promise.resolve(fn.apply(this, args) as Awaited<ReturnType<F>>);
-      return governedCall(client, this, args) as Promise<Awaited<ReturnType<F>>>;
+      return tracedCall(client, this, args) as Promise<Awaited<ReturnType<F>>>;
     } catch (e) {
       // A synchronous throw (the body, or a bad setting) still arrives as a rejection: the result is always a promise.
       return Promise.reject(e);

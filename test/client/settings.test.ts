@@ -42,6 +42,7 @@ t.test('options win over the environment', async (t) => {
 t.test('bad settings are refused naming the setting', async (t) => {
   t.throws(() => resolveClientSettings({ env: { GOV_FAILURE_MODE: 'sometimes' } }), { name: 'ClientSettingsError', message: /GOV_FAILURE_MODE/ });
   t.throws(() => resolveClientSettings({ env: { GOV_ENABLED: 'maybe' } }), /GOV_ENABLED/);
+  t.throws(() => resolveClientSettings({ env: { GOV_FAILURE_MODE: 'queue' } }), /queue .* not available/, 'queue is refused until it exists, never run as open');
   t.throws(() => resolveClientSettings({ env: { GOV_GATEWAY_URL: 'ftp://x' } }), ClientSettingsError);
   t.throws(() => resolveClientSettings({ env: {}, retries: -1 }), /retries/);
 });
