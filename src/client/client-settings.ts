@@ -1,3 +1,7 @@
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+
 /**
  * The client's settings (spec, "Client settings"): options first, then the environment, then defaults.
  * Read once per client, so a GovClient behaves the same for its whole life.
@@ -19,8 +23,18 @@ export interface GovClientOptions {
   gatewayUrl?: string;
   /** Sent as X-Gov-Token and as Authorization: Bearer; else GOV_API_KEY, else GOV_KEY. */
   apiKey?: string;
-  /** Else GOV_FAILURE_MODE; default open. `queue` is named by the spec but refused until it exists (docs/client.md). */
+  /** Else GOV_FAILURE_MODE; default open. `queue`: buffer durably and replay (docs/client.md, The queue failure mode). */
   failureMode?: FailureMode;
+  /** Failure mode `queue`: the queue's directory; else GOV_QUEUE_DIR; else defaultQueueDir(). */
+  queueDir?: string;
+  /** Failure mode `queue`: at most this many entries; else GOV_QUEUE_MAX_ENTRIES; default 10000. */
+  queueMaxEntries?: number;
+  /** Failure mode `queue`: at most this many bytes of entries; else GOV_QUEUE_MAX_BYTES; default 16 MiB. */
+  queueMaxBytes?: number;
+  /** Failure mode `queue`: how often a timer replays a non-empty queue; 0: only on the next call. Default 30000. */
+  replayIntervalMs?: number;
+  /** Failure mode `queue`: sees the gateway's decision on every replayed entry (nobody else waits for it). */
+  onReplay?: (phase: 'validate' | 'pre_check' | 'post_check', response: { envelope_id: string; decision: { outcome: string; reason: string } }) => void;
   /** Wrapper only: rethrow what the wrapper otherwise logs and swallows (spec: raise_on_error). */
   raiseOnError?: boolean;
   /** Per attempt, including reading the answer. Default 5000. */
@@ -43,6 +57,9 @@ export interface ClientSettings {
   target: ClientTarget;
   apiKey: string | null;
   failureMode: FailureMode;
+  /** Set under failure mode `queue` only. */
+  queue: { dir: string; maxEntries: number; maxBytes: number; replayIntervalMs: number } | null;
+  onReplay: GovClientOptions['onReplay'] | null;
   raiseOnError: boolean;
   timeoutMs: number;
   retries: number;
@@ -84,6 +101,23 @@ function gatewayUrl(raw: string): string {
   return raw.replace(/\/+$/, '');
 }
 
+/**
+ * `<os tmpdir>/gov-client-queue/<script>-<hash of its path>`: the same program finds its predecessor's
+ * queue after a restart, and two programs on one host do not share one. A tmpdir may be emptied at boot:
+ * GOV_QUEUE_DIR names one that outlives it.
+ */
+export function defaultQueueDir(argv1: string | undefined = process.argv[1], cwd: string = process.cwd()): string {
+  const script = argv1 === undefined ? cwd : resolve(cwd, argv1);
+  const name = (argv1 === undefined ? 'node' : basename(argv1)).replace(/[^\w.-]/g, '_').slice(0, 64);
+  return join(tmpdir(), 'gov-client-queue', `${name}-${createHash('sha256').update(script).digest('hex').slice(0, 12)}`);
+}
+
+function integer(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw.trim())) throw new ClientSettingsError(`${name}: expected a whole number, got "${raw}"`);
+  return Number(raw.trim());
+}
+
 const defaultWarning = (message: string, error?: unknown): void => {
   const cause = error instanceof Error ? `: ${error.message}` : '';
   console.warn(`[gov] ${message}${cause}`);
@@ -101,13 +135,19 @@ export function resolveClientSettings(opts: GovClientOptions = {}): ClientSettin
   if (!FAILURE_MODES.includes(failureMode as FailureMode)) {
     throw new ClientSettingsError(`GOV_FAILURE_MODE: expected one of ${FAILURE_MODES.join(', ')}, got "${failureMode}"`);
   }
-  // Refused rather than run as `open`: a caller who asked for a durable buffer must not silently lose calls.
-  if (failureMode === 'queue') throw new ClientSettingsError('GOV_FAILURE_MODE: queue (a durable buffer replayed when the gateway returns) is not available in this client yet; use open or closed');
+  const queue = failureMode !== 'queue' ? null : {
+    dir: resolve(opts.queueDir ?? get('GOV_QUEUE_DIR') ?? defaultQueueDir()),
+    maxEntries: count('queueMaxEntries', opts.queueMaxEntries ?? integer('GOV_QUEUE_MAX_ENTRIES', get('GOV_QUEUE_MAX_ENTRIES')) ?? 10_000, 1, 10_000_000),
+    maxBytes: count('queueMaxBytes', opts.queueMaxBytes ?? integer('GOV_QUEUE_MAX_BYTES', get('GOV_QUEUE_MAX_BYTES')) ?? 16 * 1024 * 1024, 1024, 2 ** 40),
+    replayIntervalMs: count('replayIntervalMs', opts.replayIntervalMs ?? 30_000, 0, 86_400_000),
+  };
   return {
     // Spec, OSS mode: no gateway address and no key means there is no gateway to call.
     target: url === undefined && apiKey === null ? { kind: 'oss' } : { kind: 'http', url: gatewayUrl(url ?? DEFAULT_GATEWAY_URL) },
     apiKey,
     failureMode: failureMode as FailureMode,
+    queue,
+    onReplay: opts.onReplay ?? null,
     raiseOnError: opts.raiseOnError ?? false,
     timeoutMs: count('timeoutMs', opts.timeoutMs ?? 5000, 1, 600_000),
     retries: count('retries', opts.retries ?? 2, 0, 20),

@@ -1,6 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import type { Outcome } from '../contracts/common.js';
-import { GatewayRequestError, GatewayUnavailableError, LOCAL_ENVELOPE_ID } from '../contracts/client-errors.js';
+import { GatewayRequestError, GatewayUnavailableError, GatewayVersionError, LOCAL_ENVELOPE_ID } from '../contracts/client-errors.js';
 import {
   KillSwitchState,
   PostCheckRequest,
@@ -11,8 +12,28 @@ import {
   ValidateResponse,
   type KillSwitchSet,
 } from '../contracts/runtime.js';
-import { resolveClientSettings, SDK_VERSION, type ClientSettings, type GovClientOptions } from './client-settings.js';
+import { ClientSettingsError, resolveClientSettings, SDK_VERSION, type ClientSettings, type GovClientOptions } from './client-settings.js';
+import { createHash } from 'node:crypto';
+
+/** Tells keys apart without keeping one in a comparable string in memory longer than needed. */
+function createKeyTag(apiKey: string | null): string {
+  return apiKey === null ? 'none' : createHash('sha256').update(apiKey).digest('hex').slice(0, 16);
+}
 import { HttpTransport } from './http-transport.js';
+import { DurableQueue, type QueueEntry, type ReplayResult } from './durable-queue.js';
+
+/**
+ * One DurableQueue per directory in this process: every wrapper builds its own GovClient, and they share the
+ * default directory. `gateway` names where its entries go, so that two clients of different gateways cannot
+ * replay each other's entries; the first client's transport replays on the timer.
+ */
+interface SharedQueue {
+  queue: DurableQueue;
+  gateway: string;
+  clients: number;
+  timer: NodeJS.Timeout | null;
+}
+const queues = new Map<string, SharedQueue>();
 
 /** What a caller writes: the contract's input side, so that fields with defaults may be left out. */
 export type ValidateInput = z.input<typeof ValidateRequest>;
@@ -74,6 +95,8 @@ export class GovClient {
   readonly settings: ClientSettings;
   private readonly transport: HttpTransport | null;
   private readonly onClose: (() => Promise<void>) | null;
+  private readonly shared: SharedQueue | null = null;
+  private closed = false;
 
   constructor(options: GovClientOptions = {}, internal?: { onClose?: () => Promise<void>; transport?: Partial<ConstructorParameters<typeof HttpTransport>[0]> }) {
     this.settings = resolveClientSettings(options);
@@ -83,6 +106,69 @@ export class GovClient {
       ? null
       : new HttpTransport({ url: t.url, apiKey: this.settings.apiKey, timeoutMs: this.settings.timeoutMs, retries: this.settings.retries, maxRetryAfterMs: this.settings.maxRetryAfterMs, ...internal?.transport });
     this.onClose = internal?.onClose ?? null;
+    if (this.transport !== null && this.settings.queue !== null) this.shared = this.openQueue(this.transport);
+  }
+
+  /** Failure mode `queue`: this process's queue of the configured directory, opened (and locked) on first use. */
+  private openQueue(transport: HttpTransport): SharedQueue {
+    const q = this.settings.queue!;
+    const gateway = `${transport.url} ${createKeyTag(this.settings.apiKey)}`;
+    let shared = queues.get(q.dir);
+    if (shared !== undefined) {
+      if (shared.gateway !== gateway) {
+        throw new ClientSettingsError(`GOV_QUEUE_DIR: ${q.dir} already queues calls for another gateway or key in this process; give this client its own queueDir`);
+      }
+    } else {
+      shared = { queue: new DurableQueue(q.dir, { maxEntries: q.maxEntries, maxBytes: q.maxBytes }, (m) => this.settings.onWarning(m)), gateway, clients: 0, timer: null };
+      queues.set(q.dir, shared);
+      if (q.replayIntervalMs > 0) {
+        const s = shared;
+        // Unreferenced: a queue waiting for its gateway never keeps the host process alive.
+        s.timer = setInterval(() => {
+          if (s.queue.size > 0) void this.replayQueue().catch((e) => this.settings.onWarning('queue replay failed', e));
+        }, q.replayIntervalMs).unref();
+      }
+    }
+    shared.clients++;
+    return shared;
+  }
+
+  /** Entries waiting in this client's queue (failure mode `queue`), else 0. */
+  get queued(): number {
+    return this.shared?.queue.size ?? 0;
+  }
+
+  /**
+   * Replays the queue now (the timer and the next call do it too). True when it is empty afterwards; false
+   * when the gateway is still unreachable (or refuses this client's key or version: the entries stay).
+   */
+  replayQueue(): Promise<boolean> {
+    if (this.shared === null) return Promise.resolve(true);
+    return this.shared.queue.drain((e) => this.replayOne(e));
+  }
+
+  private async replayOne(entry: QueueEntry): Promise<ReplayResult> {
+    const body = { ...entry.body, timestamp: entry.timestamp };
+    let answer: unknown;
+    try {
+      answer = await this.transport!.call('POST', PATHS[entry.phase], body, entry.agent_id === null ? undefined : { 'x-agent-id': entry.agent_id });
+    } catch (e) {
+      if (e instanceof GatewayUnavailableError) return 'unavailable';
+      // Refusals of this client rather than of the entry: kept until the key or the version is mended.
+      if (e instanceof GatewayVersionError || (e instanceof GatewayRequestError && (e.status === 401 || e.status === 402 || e.status === 403))) {
+        this.settings.onWarning(`queue replay stopped: the gateway refuses this client (${e instanceof GatewayRequestError ? e.status : 426}); ${this.queued} entries kept`, e);
+        return 'unavailable';
+      }
+      if (e instanceof GatewayRequestError) {
+        this.settings.onWarning(`queued ${entry.phase.replace('_', '-')} ${entry.envelope_id ?? ''} refused by the gateway (${e.status} ${e.code ?? ''}); moved to rejected.jsonl`.replace(/\s+/g, ' '));
+        return { rejected: `${e.status} ${e.code ?? 'error'}: ${e.message}` };
+      }
+      throw e;
+    }
+    const parsed = RESPONSES[entry.phase].safeParse(answer);
+    // Recorded either way: the gateway answered 2xx. Only the hook needs the shape.
+    if (parsed.success) this.settings.onReplay?.(entry.phase, parsed.data);
+    return 'acked';
   }
 
   /**
@@ -127,6 +213,14 @@ export class GovClient {
 
   /** Closes what the client owns: the embedded gateway of GovClient.embedded(); nothing otherwise. */
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const shared = this.shared;
+    if (shared !== null && --shared.clients === 0) {
+      if (shared.timer !== null) clearInterval(shared.timer);
+      queues.delete(shared.queue.dir);
+      await shared.queue.close();
+    }
     await this.onClose?.();
   }
 
@@ -148,8 +242,37 @@ export class GovClient {
     const body = 'sdk_version' in req && req.sdk_version !== undefined ? req : { ...req, sdk_version: SDK_VERSION };
     // The limiter buckets by this header, not by the body's agent_id (spec, Limits rule 2).
     const agentId = 'agent_id' in req && typeof req.agent_id === 'string' ? { 'x-agent-id': req.agent_id } : undefined;
+    if (this.shared !== null) return this.sendOrQueue(phase, body as PhaseTypes[P]['in'], agentId);
     const answer = await this.transport.call('POST', PATHS[phase], body, agentId);
     return RESPONSES[phase].parse(answer) as PhaseTypes[P]['out'];
+  }
+
+  /**
+   * Failure mode `queue`. Every validate and pre-check carries an envelope id chosen here, so that a retry
+   * after a lost answer and a replay are both idempotent. Entries already queued go first (a queued
+   * pre-check must reach the gateway before its post-check does); when they cannot, this call is queued
+   * behind them without trying, and answered with a local `pending` decision carrying its envelope id.
+   */
+  private async sendOrQueue<P extends Phase>(phase: P, req: PhaseTypes[P]['in'], agentHeader: Record<string, string> | undefined): Promise<PhaseTypes[P]['out']> {
+    const at = new Date().toISOString();
+    const body = (phase !== 'post_check' && (req as { envelope_id?: string }).envelope_id === undefined ? { ...req, envelope_id: randomUUID() } : req) as Record<string, unknown>;
+    const queue = this.shared!.queue;
+    let cause: unknown = null;
+    if (queue.size === 0 || (await this.replayQueue())) {
+      try {
+        const answer = await this.transport!.call('POST', PATHS[phase], body, agentHeader);
+        return RESPONSES[phase].parse(answer) as PhaseTypes[P]['out'];
+      } catch (e) {
+        if (!(e instanceof GatewayUnavailableError)) throw e;
+        cause = e;
+      }
+    }
+    const envelopeId = phase === 'post_check' ? null : (body.envelope_id as string);
+    await queue.append({ phase, envelope_id: envelopeId, timestamp: at, agent_id: agentHeader?.['x-agent-id'] ?? null, body });
+    this.settings.onWarning(`gateway unavailable, ${phase.replace('_', '-')} queued for replay (${queue.size} waiting in ${queue.dir})`, cause ?? undefined);
+    const reason = `gateway unavailable (failure mode queue): the call is queued and will be recorded when the gateway returns`;
+    const r = this.local(phase, req, 'pending', reason);
+    return envelopeId === null ? r : { ...r, envelope_id: envelopeId };
   }
 
   /** A decision made without a gateway, in the phase's response shape. */

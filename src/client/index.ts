@@ -3,5 +3,5 @@
 export { GovClient, isLocalDecision, ENV_KILL_SWITCH_REASON } from './gov-client.js';
 export type { ValidateInput, PreCheckInput, PostCheckInput, ValidateResponse, PreCheckResponse, PostCheckResponse, KillSwitchSet, KillSwitchState } from './gov-client.js';
 export { govern, governed, type GovernOptions, type Governed } from './govern.js';
-export { SDK_VERSION, DEFAULT_GATEWAY_URL, ClientSettingsError, type GovClientOptions, type FailureMode } from './client-settings.js';
-export { BlockedError, GatewayUnavailableError, GatewayVersionError, GatewayRequestError, LOCAL_ENVELOPE_ID } from '../contracts/client-errors.js';
+export { SDK_VERSION, DEFAULT_GATEWAY_URL, ClientSettingsError, defaultQueueDir, type GovClientOptions, type FailureMode } from './client-settings.js';
+export { BlockedError, GatewayUnavailableError, GatewayVersionError, GatewayRequestError, QueueFullError, LOCAL_ENVELOPE_ID } from '../contracts/client-errors.js';

@@ -71,3 +71,18 @@ export class GatewayRequestError extends Error {
     super(message);
   }
 }
+
+/**
+ * Failure mode `queue`: the gateway is unreachable and the client's durable queue is at its bound
+ * (entries or bytes), so this call could be neither governed nor buffered. Entries already queued are kept.
+ */
+export class QueueFullError extends Error {
+  override readonly name = 'QueueFullError';
+  constructor(
+    message: string,
+    readonly entries: number,
+    readonly bytes: number,
+  ) {
+    super(message);
+  }
+}

@@ -67,6 +67,24 @@ export type RequestInfo = z.infer<typeof RequestInfo>;
 
 const sdkVersion = z.string().max(64).optional();
 
+/**
+ * How far a client-chosen `timestamp` may lie behind the gateway's clock: a call a client buffered while
+ * the gateway was unreachable (the client's `queue` failure mode) is recorded at the time it was made, so
+ * long as that is within a day. The bound also caps how far a ledger's `since` scan must look past a row
+ * older than `since` (ledger/audit-query.ts): rows are no longer appended in strict time order.
+ */
+export const CLIENT_TIMESTAMP_MAX_AGE_MS = 24 * 60 * 60_000;
+/** How far a client-chosen `timestamp` may lie ahead of the gateway's clock (clock skew between hosts). */
+export const CLIENT_TIMESTAMP_MAX_SKEW_MS = 5 * 60_000;
+
+/**
+ * A client-chosen envelope id (the idempotency key of a call sent again: a replayed queue entry, a retry
+ * after a lost answer). Any UUID but the nil one, which names a decision the client made on its own.
+ */
+const clientEnvelopeId = EnvelopeId.refine((id) => id !== '00000000-0000-0000-0000-000000000000', { message: 'the nil UUID is reserved for local decisions' }).optional();
+/** When the call was made, if not now: ISO 8601 with a zone; bounded by the gateway's clock (CLIENT_TIMESTAMP_*). */
+const clientTimestamp = z.iso.datetime({ offset: true }).optional();
+
 export const ValidateRequest = z.object({
   agent_id: AgentId,
   framework: Framework.default('REST'),
@@ -77,6 +95,9 @@ export const ValidateRequest = z.object({
   output: outputObject,
   sdk_version: sdkVersion,
   deployment_env: z.string().max(64).optional(),
+  /** Sent again with the same id, the call is answered with the stored decision and writes no second row. */
+  envelope_id: clientEnvelopeId,
+  timestamp: clientTimestamp,
 });
 export type ValidateRequest = z.infer<typeof ValidateRequest>;
 
@@ -96,6 +117,9 @@ export const PreCheckRequest = z.object({
   context: z.array(ContextItem).max(10_000).optional(),
   sdk_version: sdkVersion,
   version: z.string().max(64).optional(),
+  /** As on validate: the idempotency key of this pre-check. */
+  envelope_id: clientEnvelopeId,
+  timestamp: clientTimestamp,
 });
 export type PreCheckRequest = z.infer<typeof PreCheckRequest>;
 
@@ -109,6 +133,8 @@ export const PostCheckRequest = z.object({
   /** What else the answer puts in front of the agent (an MCP server's messages): checked, kept by digest. */
   context: z.array(ContextItem).max(10_000).optional(),
   sdk_version: sdkVersion,
+  /** No envelope id: a post-check is already idempotent per pre-check (the first result stands). */
+  timestamp: clientTimestamp,
 });
 export type PostCheckRequest = z.infer<typeof PostCheckRequest>;
 

@@ -1,4 +1,5 @@
 import type { AuditListQuery } from '../contracts/audit.js';
+import { CLIENT_TIMESTAMP_MAX_AGE_MS, CLIENT_TIMESTAMP_MAX_SKEW_MS } from '../contracts/runtime.js';
 import type { Ledger, ListPage, ListedRow, Position, ReplicaStore } from './port.js';
 import { readAuditRow } from './row-reader.js';
 
@@ -73,15 +74,27 @@ export function matches(row: { agent_id: string; decision: string; phase: string
 }
 
 /**
+ * How far below `since` a scan in append order must look before nothing further down can match: a row
+ * carries its call's own time when a client chose it (a buffered call replayed), up to
+ * CLIENT_TIMESTAMP_MAX_AGE_MS behind its append and CLIENT_TIMESTAMP_MAX_SKEW_MS ahead of it.
+ */
+export const SINCE_SCAN_SLACK_MS = CLIENT_TIMESTAMP_MAX_AGE_MS + CLIENT_TIMESTAMP_MAX_SKEW_MS;
+
+/**
  * Up to limit + 1 matches from rows given in descending seq order, all below the plan's bound. Stops at
- * the first row older than `since`: a ledger appends in time order, so nothing further down can match.
- * The extra match tells the page whether anything is left.
+ * the first row older than `since` by more than SINCE_SCAN_SLACK_MS: a ledger appends in time order but
+ * for rows whose time a client chose, and those lie within that slack. The extra match tells the page
+ * whether anything is left.
  */
 export function collectRows(rowsDescending: Iterable<readonly [number, Buffer]>, plan: ListPlan): ListedRow[] {
   const out: ListedRow[] = [];
   for (const [seq, bytes] of rowsDescending) {
     const row = readAuditRow(bytes, seq);
-    if (plan.sinceMs !== undefined && Date.parse(row.timestamp) < plan.sinceMs) break;
+    if (plan.sinceMs !== undefined) {
+      const ts = Date.parse(row.timestamp);
+      if (ts < plan.sinceMs - SINCE_SCAN_SLACK_MS) break;
+      if (ts < plan.sinceMs) continue;
+    }
     if (!matches(row, row.source, plan)) continue;
     out.push({ row, position: [seq, 0] });
     if (out.length > plan.limit) break;

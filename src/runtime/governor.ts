@@ -8,6 +8,7 @@ import type {
   ValidateRequest,
   ValidateResponse,
 } from '../contracts/runtime.js';
+import { CLIENT_TIMESTAMP_MAX_AGE_MS, CLIENT_TIMESTAMP_MAX_SKEW_MS } from '../contracts/runtime.js';
 import type { Phase } from '../contracts/audit.js';
 import { evaluate } from '../engine/pipeline.js';
 import { fromPostCheck, fromPreCheck, fromValidate } from '../engine/normalize.js';
@@ -17,7 +18,7 @@ import type { EngineInput, EngineResult, ExternalDetectorVerdict } from '../engi
 import { newEnvelopeId } from '../ledger/envelope-id.js';
 import { boundPayload, digestContext } from '../ledger/bounded-payload.js';
 import { maskPayload } from '../ledger/masked-payload.js';
-import { LedgerUnavailableError } from '../ledger/errors.js';
+import { LedgerConflictError, LedgerUnavailableError } from '../ledger/errors.js';
 import type { AppendOptions, Ledger } from '../ledger/port.js';
 import type { GoldenSet } from '../policy/golden.js';
 import type { PolicySet } from '../policy/policy-set.js';
@@ -121,6 +122,10 @@ export interface HeldPreCheck {
   reliability?: number | null;
 }
 
+function reusedId(envelopeId: string): AppError {
+  return new AppError('conflict', `envelope ${envelopeId} already records another call (a different phase or agent)`);
+}
+
 const REVIEWED: ReadonlySet<Outcome> = new Set<Outcome>(['escalate', 'request_evidence']);
 
 /** The validate-shaped answer every phase builds on; latency_ms is filled in when the row is appended. */
@@ -144,6 +149,9 @@ function scoredResponse(result: EngineResult, envelopeId: string): ValidateRespo
 export class Governor {
   /** Concurrent post-checks for one pre-check share one evaluation, so only one row is ever written. */
   private readonly postChecksInFlight = new Map<string, Promise<PostCheckResponse>>();
+
+  /** Concurrent calls carrying one client-chosen envelope id share one evaluation, like post-checks. */
+  private readonly clientIdsInFlight = new Map<string, { phase: Phase; agentId: string; answer: Promise<unknown> }>();
 
   private readonly agentStats: (agentId: string) => Promise<ReliabilityStats>;
 
@@ -179,14 +187,77 @@ export class Governor {
     return this.d.useHistoricalReliability ? this.agentStats(agentId).then((s) => reliabilityFromStats(s)) : null;
   }
 
-  async validate(req: ValidateRequest): Promise<ValidateResponse> {
+  /**
+   * Validate. With a client-chosen `envelope_id` the ledger already holds, the stored decision is the answer
+   * and nothing is written (idempotency: a client that lost an answer, or replays its buffer, sends again).
+   */
+  validate(req: ValidateRequest): Promise<ValidateResponse> {
+    if (req.envelope_id === undefined) return this.runValidate(req);
+    return this.once(req.envelope_id, 'validate', req.agent_id, () => this.runValidate(req));
+  }
+
+  /**
+   * The answer to a call with a client-chosen envelope id: the stored one when the ledger holds the id,
+   * else `run()`'s. An id stored for another phase or agent is a 409, not that call's decision: an id is
+   * an idempotency key for one call, not a way to read someone else's row (docs/api.md, Idempotency).
+   */
+  private once<T>(envelopeId: string, phase: Phase, agentId: string, run: () => Promise<T>): Promise<T> {
+    const inFlight = this.clientIdsInFlight.get(envelopeId);
+    if (inFlight !== undefined) {
+      if (inFlight.phase !== phase || inFlight.agentId !== agentId) return Promise.reject(reusedId(envelopeId));
+      return inFlight.answer as Promise<T>;
+    }
+    const answer = (async () => {
+      const stored = await this.storedAnswer<T>(envelopeId, phase, agentId);
+      if (stored !== null) return stored;
+      try {
+        return await run();
+      } catch (e) {
+        // Another gateway on the same store wrote the id between our read and our commit.
+        if (!(e instanceof LedgerConflictError && e.code === 'duplicate_envelope_id')) throw e;
+        const again = await this.storedAnswer<T>(envelopeId, phase, agentId);
+        if (again === null) throw e;
+        return again;
+      }
+    })().finally(() => this.clientIdsInFlight.delete(envelopeId));
+    this.clientIdsInFlight.set(envelopeId, { phase, agentId, answer });
+    return answer;
+  }
+
+  private async storedAnswer<T>(envelopeId: string, phase: Phase, agentId: string): Promise<T | null> {
+    const row = await this.d.ledger.get(envelopeId);
+    if (row === null) return null;
+    if (row.phase !== phase || row.agent_id !== agentId) throw reusedId(envelopeId);
+    const payload = row.payload as StoredPayload | null;
+    if (!payload?.response) throw new AppError('conflict', `envelope ${envelopeId} is already recorded, but its payload has been erased`);
+    return payload.response as T;
+  }
+
+  /**
+   * The row's timestamp for a call made at `timestamp` (a client's buffered call): within
+   * CLIENT_TIMESTAMP_MAX_AGE_MS behind this gateway's clock and CLIENT_TIMESTAMP_MAX_SKEW_MS ahead, else 422.
+   */
+  private callTime(timestamp: string | undefined): Date | undefined {
+    if (timestamp === undefined) return undefined;
+    const at = Date.parse(timestamp);
+    const now = this.d.clock().getTime();
+    let problem: string | null = null;
+    if (Number.isNaN(at)) problem = 'expected an ISO 8601 date-time';
+    else if (at > now + CLIENT_TIMESTAMP_MAX_SKEW_MS) problem = `more than ${CLIENT_TIMESTAMP_MAX_SKEW_MS / 60_000} minutes ahead of the gateway's clock`;
+    else if (at < now - CLIENT_TIMESTAMP_MAX_AGE_MS) problem = `more than ${CLIENT_TIMESTAMP_MAX_AGE_MS / 3_600_000} hours behind the gateway's clock`;
+    if (problem !== null) throw new AppError('validation_failed', `timestamp: ${problem}`, { issues: [{ path: 'body.timestamp', message: problem }] });
+    return new Date(at);
+  }
+
+  private async runValidate(req: ValidateRequest): Promise<ValidateResponse> {
+    const at = this.callTime(req.timestamp);
     const wait = this.admission();
     if (wait !== null) await wait;
     const started = performance.now();
     const input = fromValidate(req);
     const external = this.d.classifier ? await this.classify(input) : null;
     const reading = this.reliabilityOf(input.agent_id);
-    const { result, envelopeId, timestamp } = this.decide(input, external, reading === null ? null : await reading);
+    const { result, envelopeId, timestamp } = this.decide(input, external, reading === null ? null : await reading, { envelopeId: req.envelope_id, timestamp: at });
     const response: ValidateResponse = scoredResponse(result, envelopeId);
     await this.persist('validate', input, result, envelopeId, timestamp, null, req, response, started, undefined, external);
     return response;
@@ -227,7 +298,14 @@ export class Governor {
     return this.classify(read, (pre.classifier ??= {}));
   }
 
-  async preCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
+  /** Pre-check; a client-chosen `envelope_id` makes it idempotent as validate() is. */
+  preCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
+    if (req.envelope_id === undefined) return this.runPreCheck(req);
+    return this.once(req.envelope_id, 'pre_check', req.agent_id, () => this.runPreCheck(req));
+  }
+
+  private async runPreCheck(req: PreCheckRequest): Promise<PreCheckResponse> {
+    this.callTime(req.timestamp);
     const wait = this.admission();
     if (wait !== null) await wait;
     const started = performance.now();
@@ -280,7 +358,7 @@ export class Governor {
    */
   preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now(), reliability: number | null = null): Decided<PreCheckResponse> {
     const input = fromPreCheck(req);
-    const { result, envelopeId, timestamp } = this.decide(input, external, reliability);
+    const { result, envelopeId, timestamp } = this.decide(input, external, reliability, { envelopeId: req.envelope_id, timestamp: this.callTime(req.timestamp) });
     const { trust_chain: _t, confidence_rationale: _c, ...response }: ValidateResponse = scoredResponse(result, envelopeId);
     let committed: Promise<void> | null = null;
     return {
@@ -296,7 +374,7 @@ export class Governor {
    */
   postCheckDeferred(pre: HeldPreCheck, req: PostCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now()): Deferred<PostCheckResponse> {
     const input = fromPostCheck(pre.request, req, pre.envelopeId);
-    const decided = this.decide(input, external, pre.reliability ?? null);
+    const decided = this.decide(input, external, pre.reliability ?? null, { timestamp: this.callTime(req.timestamp) });
     const { envelopeId, timestamp } = decided;
     const result = holdBlockedPreCheck(pre.outcome, pre.envelopeId, decided.result);
     const response: PostCheckResponse = { ...scoredResponse(result, envelopeId), pre_check_envelope_id: pre.envelopeId };
@@ -363,14 +441,16 @@ export class Governor {
     });
   }
 
-  private decide(input: EngineInput, external: ExternalDetectorVerdict | null, reliability: number | null): { result: EngineResult; envelopeId: string; timestamp: Date } {
+  /** `given`: the envelope id and call time a client chose (a buffered call replayed), else new ones. */
+  private decide(input: EngineInput, external: ExternalDetectorVerdict | null, reliability: number | null, given: { envelopeId?: string; timestamp?: Date } = {}): { result: EngineResult; envelopeId: string; timestamp: Date } {
     const result = this.evaluateInput(input, undefined, external, reliability);
-    const timestamp = this.d.clock();
+    const now = this.d.clock();
     if (REVIEWED.has(result.decision.outcome)) {
-      result.decision.review_deadline = new Date(timestamp.getTime() + this.d.reviewSlaMinutes * 60_000).toISOString();
+      // From now, not from a buffered call's own time: reviewers learn of it only now.
+      result.decision.review_deadline = new Date(now.getTime() + this.d.reviewSlaMinutes * 60_000).toISOString();
     }
     // Time-ordered (v7) ids keep the envelope index append-mostly: measured ~1.15x ledger throughput.
-    return { result, envelopeId: newEnvelopeId(), timestamp };
+    return { result, envelopeId: given.envelopeId ?? newEnvelopeId(), timestamp: given.timestamp ?? now };
   }
 
   /** Appends the row and waits for its commit: the caller must not answer before this resolves. */

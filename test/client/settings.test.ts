@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { ClientSettingsError, resolveClientSettings, SDK_VERSION } from '../../src/client/client-settings.js';
+import { ClientSettingsError, defaultQueueDir, resolveClientSettings, SDK_VERSION } from '../../src/client/client-settings.js';
 
 t.test('sdk_version is the package version', async (t) => {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
@@ -42,7 +42,21 @@ t.test('options win over the environment', async (t) => {
 t.test('bad settings are refused naming the setting', async (t) => {
   t.throws(() => resolveClientSettings({ env: { GOV_FAILURE_MODE: 'sometimes' } }), { name: 'ClientSettingsError', message: /GOV_FAILURE_MODE/ });
   t.throws(() => resolveClientSettings({ env: { GOV_ENABLED: 'maybe' } }), /GOV_ENABLED/);
-  t.throws(() => resolveClientSettings({ env: { GOV_FAILURE_MODE: 'queue' } }), /queue .* not available/, 'queue is refused until it exists, never run as open');
+  t.throws(() => resolveClientSettings({ env: { GOV_FAILURE_MODE: 'queue', GOV_QUEUE_MAX_ENTRIES: 'many' } }), /GOV_QUEUE_MAX_ENTRIES/);
+  t.throws(() => resolveClientSettings({ env: { GOV_FAILURE_MODE: 'queue' }, queueMaxBytes: 10 }), /queueMaxBytes/);
   t.throws(() => resolveClientSettings({ env: { GOV_GATEWAY_URL: 'ftp://x' } }), ClientSettingsError);
   t.throws(() => resolveClientSettings({ env: {}, retries: -1 }), /retries/);
+});
+
+t.test('failure mode queue: its directory and bounds from the options, then the environment, then defaults', async (t) => {
+  const fromEnv = resolveClientSettings({ env: { GOV_FAILURE_MODE: 'queue', GOV_QUEUE_DIR: '/var/lib/app/gov-queue', GOV_QUEUE_MAX_ENTRIES: '50', GOV_QUEUE_MAX_BYTES: '65536' } });
+  t.same(fromEnv.queue, { dir: '/var/lib/app/gov-queue', maxEntries: 50, maxBytes: 65536, replayIntervalMs: 30_000 });
+  const defaults = resolveClientSettings({ env: { GOV_FAILURE_MODE: 'queue' } });
+  t.equal(defaults.queue!.dir, defaultQueueDir(), 'one directory per program');
+  t.match(defaults.queue!.dir, /gov-client-queue/);
+  t.equal(defaults.queue!.maxEntries, 10_000);
+  t.equal(defaults.queue!.maxBytes, 16 * 1024 * 1024);
+  t.not(defaultQueueDir('/srv/a/main.js', '/'), defaultQueueDir('/srv/b/main.js', '/'), 'two programs of one name do not share a queue');
+  t.equal(defaultQueueDir('main.js', '/srv/a'), defaultQueueDir('/srv/a/main.js', '/'), 'a program restarted finds its queue again');
+  t.equal(resolveClientSettings({ env: {} }).queue, null, 'no queue under open');
 });
