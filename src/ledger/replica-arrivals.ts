@@ -1,3 +1,4 @@
+import { CLIENT_TIMESTAMP_MAX_SKEW_MS } from '../contracts/runtime.js';
 import { matches, SINCE_CLOCK_SKEW_MS, type ListPlan } from './audit-query.js';
 import type { ListedRow, Position } from './port.js';
 import type { FreshRow } from './replica-batch.js';
@@ -25,11 +26,15 @@ export function arrivalEntry(source: string, row: FreshRow, at: number): Arrival
   return { source, seq: row.seq, at, agent_id: row.agentId, decision: row.decision, phase: row.phase, ts: row.tsMs };
 }
 
+/** How far a row's own time may lie ahead of its arrival: the writer's clock, and a client dating its call ahead. */
+const ARRIVAL_SLACK_MS = SINCE_CLOCK_SKEW_MS + CLIENT_TIMESTAMP_MAX_SKEW_MS;
+
 /**
  * Up to limit + 1 matches from arrival entries given newest first, all below the plan's bound. `since`
- * compares the row's timestamp; the scan stops once arrivals are older than `since` by more than the clock
- * skew allowed, since a row arrives after it was written.
+ * compares the row's timestamp; the scan stops once arrivals are older than `since` by more than
+ * ARRIVAL_SLACK_MS, since a row arrives after it was written.
  */
+
 export function collectArrivals(
   descending: Iterable<readonly [Position, ArrivalEntry]>,
   plan: ListPlan,
@@ -38,7 +43,7 @@ export function collectArrivals(
   const out: ListedRow[] = [];
   for (const [position, e] of descending) {
     if (plan.sinceMs !== undefined) {
-      if (e.at < plan.sinceMs - SINCE_CLOCK_SKEW_MS) break;
+      if (e.at < plan.sinceMs - ARRIVAL_SLACK_MS) break;
       if (e.ts < plan.sinceMs) continue;
     }
     if (!matches(e, e.source, plan)) continue;
