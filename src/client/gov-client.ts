@@ -82,6 +82,35 @@ interface PhaseTypes {
   post_check: { in: PostCheckInput; out: PostCheckResponse };
 }
 
+export type { Phase, PhaseTypes };
+
+/** A decision made without a gateway, in the phase's response shape. */
+export function localDecision<P extends Phase>(phase: P, req: PhaseTypes[P]['in'], outcome: Outcome, reason: string): PhaseTypes[P]['out'] {
+  const r = localResponse(outcome, reason);
+  if (phase === 'pre_check') {
+    const { trust_chain: _t, ...pre } = r;
+    return pre as PhaseTypes[P]['out'];
+  }
+  if (phase === 'post_check') return { ...r, pre_check_envelope_id: (req as PostCheckInput).pre_check_envelope_id } as PhaseTypes[P]['out'];
+  return r as PhaseTypes[P]['out'];
+}
+
+/**
+ * The part of a governance call that needs no gateway (disabled, environment kill switch, OSS mode's schema
+ * check): its decision, or null when the call must go to the gateway. Synchronous, so that the synchronous
+ * wrapper path (sync-bridge.ts) decides these in the caller's thread without a worker, as send() does.
+ */
+export function localSend<P extends Phase>(s: ClientSettings, phase: P, req: PhaseTypes[P]['in']): PhaseTypes[P]['out'] | null {
+  if (!s.enabled) return localDecision(phase, req, 'approve', 'governance disabled (GOV_ENABLED=false)');
+  if (s.killSwitch) return localDecision(phase, req, 'block', ENV_KILL_SWITCH_REASON);
+  if (s.target.kind !== 'oss') return null;
+  const parsed = REQUESTS[phase].safeParse(req);
+  if (!parsed.success) {
+    throw new GatewayRequestError(422, 'validation_failed', `OSS mode: the ${phase.replace('_', '-')} request does not match its schema: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`, { issues: parsed.error.issues });
+  }
+  return localDecision(phase, req, 'approve', 'OSS mode: the request matches its schema; no gateway is configured (GOV_GATEWAY_URL, GOV_API_KEY)');
+}
+
 /**
  * The direct client: one method per runtime endpoint, typed by the server's own zod contracts
  * (src/contracts/runtime.ts). Settings come from the options, then the environment (client-settings.ts).
@@ -230,15 +259,9 @@ export class GovClient {
    */
   async send<P extends Phase>(phase: P, req: PhaseTypes[P]['in']): Promise<PhaseTypes[P]['out']> {
     const s = this.settings;
-    if (!s.enabled) return this.local(phase, req, 'approve', 'governance disabled (GOV_ENABLED=false)');
-    if (s.killSwitch) return this.local(phase, req, 'block', ENV_KILL_SWITCH_REASON);
-    if (this.transport === null) {
-      const parsed = REQUESTS[phase].safeParse(req);
-      if (!parsed.success) {
-        throw new GatewayRequestError(422, 'validation_failed', `OSS mode: the ${phase.replace('_', '-')} request does not match its schema: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`, { issues: parsed.error.issues });
-      }
-      return this.local(phase, req, 'approve', 'OSS mode: the request matches its schema; no gateway is configured (GOV_GATEWAY_URL, GOV_API_KEY)');
-    }
+    const decided = localSend(s, phase, req);
+    if (decided !== null) return decided;
+    if (this.transport === null) throw new Error('unreachable: a client without a transport decides locally');
     const body = 'sdk_version' in req && req.sdk_version !== undefined ? req : { ...req, sdk_version: SDK_VERSION };
     // The limiter buckets by this header, not by the body's agent_id (spec, Limits rule 2).
     const agentId = 'agent_id' in req && typeof req.agent_id === 'string' ? { 'x-agent-id': req.agent_id } : undefined;
@@ -277,13 +300,7 @@ export class GovClient {
 
   /** A decision made without a gateway, in the phase's response shape. */
   local<P extends Phase>(phase: P, req: PhaseTypes[P]['in'], outcome: Outcome, reason: string): PhaseTypes[P]['out'] {
-    const r = localResponse(outcome, reason);
-    if (phase === 'pre_check') {
-      const { trust_chain: _t, ...pre } = r;
-      return pre as PhaseTypes[P]['out'];
-    }
-    if (phase === 'post_check') return { ...r, pre_check_envelope_id: (req as PostCheckInput).pre_check_envelope_id } as PhaseTypes[P]['out'];
-    return r as PhaseTypes[P]['out'];
+    return localDecision(phase, req, outcome, reason);
   }
 
   private async direct<P extends Phase>(phase: P, req: PhaseTypes[P]['in']): Promise<PhaseTypes[P]['out']> {

@@ -1,8 +1,9 @@
 import type { Framework, JsonObject } from '../contracts/common.js';
 import { BlockedError, GatewayUnavailableError } from '../contracts/client-errors.js';
-import type { ClientSettings, GovClientOptions } from './client-settings.js';
-import { ENV_KILL_SWITCH_REASON, GovClient, type PostCheckResponse, type PreCheckResponse, type ValidateResponse } from './gov-client.js';
-import { clientTracer, startWrappedCall, type WrappedCallFacts } from './telemetry.js';
+import { resolveClientSettings, type ClientSettings, type GovClientOptions } from './client-settings.js';
+import { ENV_KILL_SWITCH_REASON, GovClient, localDecision, type PostCheckResponse, type PreCheckResponse, type ValidateResponse } from './gov-client.js';
+import { sendSync } from './sync-bridge.js';
+import { clientTracer, clientTracerNow, startWrappedCall, type WrappedCallFacts } from './telemetry.js';
 
 export interface GovernOptions extends GovClientOptions {
   /** The governed agent (spec: `^[\w\-\.]+$`). */
@@ -35,10 +36,11 @@ export interface GovernOptions extends GovClientOptions {
 }
 
 /**
- * A governed function keeps its parameters and `this`; its result arrives as a promise because governance
- * waits for the gateway, and resolves to the wrapped function's own value (the same object).
+ * A governed function is the wrapped function's own type: parameters, `this` and return type. A synchronous
+ * function stays synchronous (the caller's thread blocks for the governance round trips); an async one
+ * still returns its promise. Either way the value is the wrapped function's own (the same object).
  */
-export type Governed<F extends (...args: any[]) => unknown> = (this: ThisParameterType<F>, ...args: Parameters<F>) => Promise<Awaited<ReturnType<F>>>;
+export type Governed<F extends (...args: any[]) => unknown> = F;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
@@ -83,6 +85,15 @@ function tolerate(e: unknown, s: ClientSettings, what: string): void {
   }
   if (s.raiseOnError) throw e;
   s.onWarning(`${what} not governed: the governance call failed`, e);
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return (typeof v === 'object' || typeof v === 'function') && v !== null && typeof (v as { then?: unknown }).then === 'function';
+}
+
+/** An `async function` (native or compiled to one) takes the async path; anything else may stay synchronous. */
+function isAsyncFunction(fn: Function): boolean {
+  return fn.constructor?.name === 'AsyncFunction' || (fn as unknown as { [Symbol.toStringTag]?: string })[Symbol.toStringTag] === 'AsyncFunction';
 }
 
 function blockedBy(phase: 'pre_check' | 'post_check' | 'validate', r: { envelope_id: string; decision: { outcome: string; reason: string } }): BlockedError {
@@ -183,27 +194,116 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     }
   }
 
-  return function governed(this: ThisParameterType<F>, ...args: Parameters<F>): Promise<Awaited<ReturnType<F>>> {
-    try {
-      client ??= new GovClient(options);
-      if (!client.settings.enabled) return Promise.resolve(fn.apply(this, args) as Awaited<ReturnType<F>>);
-      return tracedCall(client, this, args) as Promise<Awaited<ReturnType<F>>>;
-    } catch (e) {
-      // A synchronous throw (the body, or a bad setting) still arrives as a rejection: the result is always a promise.
-      return Promise.reject(e);
+  let settings: ClientSettings | null = null;
+
+  /**
+   * The synchronous path (docs/client.md, Synchronous functions): the same steps as governedCall, each
+   * governance call blocking in sendSync. It does not build a GovClient of its own: under failure mode
+   * `queue` the queue belongs to the worker's client, and a second one in this thread would race it.
+   */
+  function governedSync(s: ClientSettings, self: unknown, args: unknown[], facts: WrappedCallFacts, finish: (p: Promise<unknown>) => Promise<unknown>): unknown {
+    const caller = callerFields(args[0], userArg, inputArg);
+    const decide = <P extends 'validate' | 'pre_check' | 'post_check'>(phase: P, req: Parameters<typeof sendSync<P>>[2]) => {
+      const t0 = performance.now();
+      try {
+        const r = sendSync(s, phase, req);
+        facts.outcome = r.decision.outcome;
+        facts.riskScore = r.risk?.score ?? null;
+        options.onDecision?.(phase, r);
+        if (r.decision.outcome === 'block') throw blockedBy(phase, r);
+        return r;
+      } finally {
+        facts.validationMs += performance.now() - t0;
+      }
+    };
+    if (s.killSwitch) {
+      const blocked = localDecision('pre_check', { agent_id: options.agentId }, 'block', ENV_KILL_SWITCH_REASON);
+      facts.outcome = 'block';
+      options.onDecision?.('pre_check', blocked);
+      throw blockedBy('pre_check', blocked);
     }
-  };
+    let pre: PreCheckResponse | null = null;
+    if (twoPhase) {
+      try {
+        pre = decide('pre_check', {
+          agent_id: options.agentId,
+          framework,
+          ...(options.action !== undefined ? { action: options.action, params: caller.params } : {}),
+          user: caller.user,
+          input: caller.input,
+          model,
+          ...(options.metadata !== undefined ? { metadata: options.metadata } : {}),
+        });
+      } catch (e) {
+        tolerate(e, s, `${name} (pre-check)`);
+      }
+    }
+    const started = performance.now();
+    const after = (value: unknown): unknown => {
+      try {
+        if (!twoPhase) {
+          decide('validate', {
+            agent_id: options.agentId,
+            framework,
+            request: { user: caller.user, input: caller.input, session_id: null, metadata: options.metadata ?? {} },
+            execution: { model, latency_ms: performance.now() - started },
+            output: asOutput(value),
+          });
+        } else if (pre !== null) {
+          // A pre-check that never reached the gateway has no row for a post-check to name.
+          decide('post_check', { pre_check_envelope_id: pre.envelope_id, execution: { model, latency_ms: performance.now() - started }, output: asOutput(value) });
+        }
+      } catch (e) {
+        tolerate(e, s, `${name} (${twoPhase ? 'post-check' : 'validate'})`);
+      }
+      return value;
+    };
+    const value = fn.apply(self, args);
+    // A plain function that returned a promise: its value exists only later, so the result stays a promise.
+    // The post-check then runs once the value has arrived (still through the worker: a queued pre-check's
+    // post-check must follow it through the same queue).
+    if (isThenable(value)) return finish(Promise.resolve(value).then(after));
+    return after(value);
+  }
+
+  function syncCall(self: unknown, args: unknown[]): unknown {
+    const s = (settings ??= options.client?.settings ?? resolveClientSettings(options));
+    if (!s.enabled) return fn.apply(self, args);
+    const facts: WrappedCallFacts = { outcome: null, riskScore: null, validationMs: 0 };
+    const end = startWrappedCall(clientTracerNow(), options.agentId);
+    let pending = false;
+    try {
+      return governedSync(s, self, args, facts, (p) => {
+        pending = true;
+        return p.finally(() => end(facts));
+      });
+    } finally {
+      if (!pending) end(facts);
+    }
+  }
+
+  if (!isAsyncFunction(fn)) {
+    return function governed(this: ThisParameterType<F>, ...args: Parameters<F>): ReturnType<F> {
+      return syncCall(this, args) as ReturnType<F>;
+    } as F;
+  }
+
+  return async function governed(this: ThisParameterType<F>, ...args: Parameters<F>): Promise<Awaited<ReturnType<F>>> {
+    client ??= new GovClient(options);
+    if (!client.settings.enabled) return (await fn.apply(this, args)) as Awaited<ReturnType<F>>;
+    return tracedCall(client, this, args) as Promise<Awaited<ReturnType<F>>>;
+  } as unknown as F;
 }
 
 /**
- * The TS 5 standard method decorator form of govern(). It takes methods that already return a promise:
- * a governed call waits for the gateway, so a synchronous method could not keep its type.
+ * The TS 5 standard method decorator form of govern(). A synchronous method stays synchronous and an async
+ * one async: the method keeps its type.
  */
 export function governed(options: GovernOptions) {
-  return function <This, Args extends any[], R extends PromiseLike<unknown>>(
+  return function <This, Args extends any[], R>(
     target: (this: This, ...args: Args) => R,
     _context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => R>,
   ): (this: This, ...args: Args) => R {
-    return govern(target, options) as unknown as (this: This, ...args: Args) => R;
+    return govern(target, options);
   };
 }

@@ -25,19 +25,30 @@ export interface WrappedCallFacts {
 const OTEL_API = '@opentelemetry/api';
 
 let loading: Promise<TracerLike | null> | null = null;
+let loaded: TracerLike | null = null;
 
 /** The client's tracer, loaded once per process; null when @opentelemetry/api is absent. */
 export function clientTracer(importApi: () => Promise<any> = () => import(OTEL_API)): Promise<TracerLike | null> {
   loading ??= importApi().then(
-    (api) => (api?.trace?.getTracer ? (api.trace.getTracer('gov-gateway-client') as TracerLike) : null),
+    (api) => (loaded = api?.trace?.getTracer ? (api.trace.getTracer('gov-gateway-client') as TracerLike) : null),
     () => null,
   );
   return loading;
 }
 
+/**
+ * For a synchronous governed call, which cannot wait for the dynamic import: the tracer once it has loaded,
+ * else null (and the load starts, so that only the first calls of a process can go without a span).
+ */
+export function clientTracerNow(): TracerLike | null {
+  void clientTracer();
+  return loaded;
+}
+
 /** For tests: forget the loaded tracer, so that the next call imports again. */
 export function resetClientTracer(): void {
   loading = null;
+  loaded = null;
 }
 
 /** Opens the call's span when a tracer is loaded; the returned function ends it with what the call decided. */
