@@ -1,6 +1,7 @@
 import t from 'tap';
 import { GovClient } from '../../src/client/gov-client.js';
 import { govern, governed } from '../../src/client/govern.js';
+import { syncWorkerStarted } from '../../src/client/sync-bridge.js';
 import { BlockedError, GatewayRequestError, GatewayUnavailableError, LOCAL_ENVELOPE_ID } from '../../src/contracts/client-errors.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { closedPortUrl, scriptedServer, validateAnswer } from '../helpers/scripted-server.js';
@@ -47,9 +48,10 @@ t.test('against a real embedded gateway', async (t) => {
     t.same(post.payload.request.output, answer);
   });
 
-  t.test('a sync function is governed too; a non-object result is recorded as {result}', async (t) => {
+  t.test('a non-object result is recorded as {result}', async (t) => {
     const d = decisions();
-    const add = govern((a: number, b: number) => a + b, { agentId: 'calc', client, onDecision: d.onDecision });
+    // Async: this gateway runs in this process, which a synchronous governed call blocks (govern-sync.test.ts).
+    const add = govern(async (a: number, b: number) => a + b, { agentId: 'calc', client, onDecision: d.onDecision });
     t.equal(await add(2, 3), 5);
     const pre = await row(gw, d.seen[0].envelope_id);
     t.equal(pre.payload.request.user, 'unknown', 'positional call: user unknown');
@@ -100,7 +102,7 @@ t.test('against a real embedded gateway', async (t) => {
     await client.killSwitch({ active: true, reason: 'drill' });
     t.teardown(() => client.killSwitch({ active: false }));
     let ran = false;
-    const f = govern(() => void (ran = true), { agentId: 'support-bot', client });
+    const f = govern(async () => void (ran = true), { agentId: 'support-bot', client });
     const err = await f().then(() => null, (e: unknown) => e);
     t.type(err, BlockedError);
     t.equal(ran, false);
@@ -204,11 +206,12 @@ t.test('GOV_ENABLED=false: an identity wrapper, no network, no timer', async (t)
   t.equal(timers(), before, 'no timer was started');
   t.equal(await p, value);
   const sync = govern((x: number) => x * 2, { agentId: 'a', gatewayUrl: stub.url, env: { GOV_ENABLED: 'false' } });
-  t.equal(await sync(21), 42, 'a sync function still resolves to its value');
+  t.equal(sync(21), 42, 'a sync function returns its value synchronously');
   const thrower = govern((): number => {
     throw new RangeError('sync throw');
   }, { agentId: 'a', env: { GOV_ENABLED: '0' } });
-  await t.rejects(thrower(), RangeError, 'a synchronous throw arrives as a rejection');
+  t.throws(() => thrower(), RangeError, 'a synchronous throw stays synchronous');
+  t.equal(syncWorkerStarted(), false, 'no worker was started');
   t.equal(stub.requests.length, 0);
 });
 
@@ -262,7 +265,27 @@ function typeChecks(): void {
   // @ts-expect-error the wrapped function keeps its parameters
   void f('not an object', 1);
   const s = govern((x: number) => String(x), { agentId: 'a' });
-  const q: Promise<string> = s(1);
+  const q: string = s(1);
   void q;
+  // @ts-expect-error a synchronous function stays synchronous: its result is not a promise
+  const notPromise: Promise<string> = s(1);
+  void notPromise;
+  const m = govern(function (this: { k: number }, n: number) {
+    return this.k + n;
+  }, { agentId: 'a' });
+  const fromMethod: number = m.call({ k: 1 }, 2);
+  void fromMethod;
+  // @ts-expect-error `this` keeps its type
+  void m.call({ k: 'x' }, 2);
+  class Agent {
+    @governed({ agentId: 'a' })
+    add(n: number): number {
+      return n + 1;
+    }
+  }
+  const added: number = new Agent().add(1);
+  void added;
+  // @ts-expect-error the decorated method keeps its parameters
+  void new Agent().add('1');
 }
 void typeChecks;
