@@ -1,6 +1,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, fstatSync, ftruncateSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { open, rename, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { threadId } from 'node:worker_threads';
 import { QueueFullError } from '../contracts/client-errors.js';
 import { ClientSettingsError } from './client-settings.js';
 
@@ -58,24 +59,33 @@ function alive(pid: number): boolean {
   }
 }
 
+/** `pid:threadId`: clients share a queue within one thread only (their queue map is per isolate). */
+const LOCK_OWNER = `${process.pid}:${threadId}`;
+
 /**
- * One process owns a queue directory: a second one replaying the same file would send entries twice and
- * race the first one's rewrite. The lock file holds the owner's pid; one whose process is gone is taken over.
+ * One thread of one process owns a queue directory: another replaying the same file would send entries
+ * twice and race the owner's rewrite. The lock file holds the owner's `pid:threadId`; one whose process is
+ * gone is taken over. Another thread of this process (the synchronous path's worker, a host's own worker)
+ * is refused rather than taken over, since it is alive while this process is.
  */
 function takeLock(dir: string): string {
   const path = join(dir, LOCK_FILE);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, 'wx');
-      writeSync(fd, String(process.pid));
+      writeSync(fd, LOCK_OWNER);
       fsyncSync(fd);
       closeSync(fd);
       return path;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const owner = Number(readFileSync(path, 'utf8').trim());
+      const [pidText, tidText = '0'] = readFileSync(path, 'utf8').trim().split(':');
+      const owner = Number(pidText);
       if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && alive(owner)) {
         throw new ClientSettingsError(`GOV_QUEUE_DIR: the queue in ${dir} belongs to process ${owner}; give each process its own GOV_QUEUE_DIR`);
+      }
+      if (owner === process.pid && Number(tidText) !== threadId) {
+        throw new ClientSettingsError(`GOV_QUEUE_DIR: the queue in ${dir} belongs to another thread of this process (thread ${tidText}); give synchronous and asynchronous governed functions, and each worker, their own GOV_QUEUE_DIR`);
       }
       unlinkSync(path);
     }
@@ -278,7 +288,7 @@ export class DurableQueue {
 
   private releaseLock(): void {
     try {
-      if (readFileSync(this.lockPath, 'utf8').trim() === String(process.pid)) unlinkSync(this.lockPath);
+      if (readFileSync(this.lockPath, 'utf8').trim() === LOCK_OWNER) unlinkSync(this.lockPath);
     } catch {
       // already gone
     }

@@ -2,6 +2,7 @@
 // buffered durably and replayed, with their own timestamps, exactly once. Every test counts the rows of a
 // real embedded gateway's LMDB ledger by envelope id.
 import { spawn } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -232,6 +233,21 @@ t.test('one process per queue directory: a live owner is refused, a dead one is 
   writeFileSync(join(queueDir, 'queue.lock'), String(child.pid));
   const c = queueClient(url, queueDir);
   t.equal(c.queued, 1, 'a dead owner\'s lock is taken over, with its entries');
+
+  // Another thread of this process (the synchronous path's worker keeps its own clients) is refused, never
+  // let in beside the owner: two threads appending and rewriting one file would replay entries twice.
+  // The built module: a worker thread does not inherit the test runner's TypeScript loader.
+  const queueModule = new URL('../../dist/client/durable-queue.js', import.meta.url).href;
+  const worker = new Worker(`
+    const { workerData, parentPort } = require('node:worker_threads');
+    import(workerData.queueModule).then(({ DurableQueue }) => {
+      try { new DurableQueue(workerData.dir, { maxEntries: 10, maxBytes: 1 << 20 }, () => {}); parentPort.postMessage('opened'); }
+      catch (e) { parentPort.postMessage(e.name + ': ' + e.message); }
+    }, (e) => parentPort.postMessage('import failed: ' + e.message));`, { eval: true, workerData: { queueModule, dir: queueDir }, execArgv: process.execArgv });
+  const answer = await new Promise<string>((r) => worker.once('message', r));
+  await worker.terminate();
+  t.match(answer, /^ClientSettingsError: .*another thread of this process/, 'another thread is refused');
+  t.equal(c.queued, 1, 'and the owner keeps its queue');
   await c.close();
 });
 
