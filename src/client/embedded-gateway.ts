@@ -2,6 +2,7 @@ import type { Socket } from 'node:net';
 import { compose } from '../compose/modes.js';
 import { loadSettings } from '../config/settings.js';
 import { generateEmbedToken } from '../server/authenticators.js';
+import { inProcessGateways } from './in-process-gateways.js';
 
 /**
  * The embedded gateway inside the host process: the entry `gov-gateway/embedded`, kept apart from
@@ -61,9 +62,15 @@ export async function startEmbeddedGateway(opts: EmbeddedGatewayOptions = {}): P
   const addr = gw.app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : settings.port;
   const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const inProcess = inProcessGateways();
+  inProcess.add(url);
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url,
     token: gw.token!,
-    close: () => gw.close(),
+    close: () => {
+      inProcess.delete(url);
+      return gw.close();
+    },
   };
 }

@@ -1,5 +1,7 @@
 import { createSyncFn } from 'synckit';
+import { GatewayUnavailableError } from '../contracts/client-errors.js';
 import type { ClientSettings } from './client-settings.js';
+import { inProcessGateways } from './in-process-gateways.js';
 import { localSend, type Phase, type PhaseTypes } from './gov-client.js';
 import { rebuildError, type WorkerClientOptions, type WorkerRequest, type WorkerResponse } from './sync-wire.js';
 
@@ -49,6 +51,10 @@ export function sendSync<P extends Phase>(s: ClientSettings, phase: P, req: Phas
   // Disabled, kill switch, OSS mode: decided here, so that no worker is started and no socket opened.
   const local = localSend(s, phase, req);
   if (local !== null) return local;
+  if (s.target.kind === 'http' && inProcessGateways().has(s.target.url.replace(/\/+$/, ''))) {
+    // Unreachable from here, like a gateway that is down: the failure mode decides (open: warn and go on).
+    throw new GatewayUnavailableError(`${s.target.url} is a gateway embedded in this process: a synchronous governed function would block the thread that has to answer it; declare the function async (docs/client.md, "Synchronous functions")`, null, 0);
+  }
   call ??= createSyncFn<(r: WorkerRequest) => Promise<WorkerResponse>>(workerPath().href) as unknown as (r: WorkerRequest) => WorkerResponse;
   const answer = call({ options: workerOptions(s), phase, req });
   for (const w of answer.warnings) s.onWarning(w.message, w.error === null ? undefined : rebuildError(w.error));

@@ -20,6 +20,31 @@ t.test('GovClient.embedded(): a gateway in this process and a client on it, zero
   t.same(d, ['pre_check:gateway', 'post_check:gateway']);
 });
 
+t.test('a synchronous governed function treats a gateway embedded in its own process as unreachable at once, instead of blocking the thread that must answer', async (t) => {
+  const warnings: string[] = [];
+  const client = await GovClient.embedded({ port: 0, db: ':memory:', env: {}, onWarning: (m, e) => void warnings.push(`${m}: ${(e as Error | undefined)?.message ?? ''}`) });
+  t.teardown(() => client.close());
+  let ran = 0;
+  const body = (a: { user: string; input: string }) => {
+    ran++;
+    return { answer: `hi ${a.user}` };
+  };
+  // Failure mode open (the default): warned, and the call proceeds ungoverned, as with a gateway that is down.
+  t.same(govern(body, { agentId: 'support-bot', client })({ user: 'ana', input: 'hello' }), { answer: 'hi ana' });
+  t.equal(ran, 1);
+  t.match(warnings.join('\n'), /embedded in this process.*declare the function async/);
+  // Closed with raiseOnError: refused before the body runs, synchronously.
+  const strict = await GovClient.embedded({ port: 0, db: ':memory:', env: {}, failureMode: 'closed', raiseOnError: true });
+  t.teardown(() => strict.close());
+  t.throws(() => govern(body, { agentId: 'support-bot', client: strict })({ user: 'ana', input: 'hello' }), { name: 'GatewayUnavailableError', message: /embedded in this process/ });
+  t.equal(ran, 1, 'the body did not run');
+  // The same function declared async is governed through the gateway.
+  const d: string[] = [];
+  const asyncFn = govern(async (a: { user: string; input: string }) => body(a), { agentId: 'support-bot', client, onDecision: (p) => void d.push(p) });
+  t.same(await asyncFn({ user: 'ana', input: 'hello' }), { answer: 'hi ana' });
+  t.same(d, ['pre_check', 'post_check']);
+});
+
 t.test('startEmbeddedGateway: the token given, or one generated; every route but health needs it', async (t) => {
   const gw = await startEmbeddedGateway({ port: 0, db: ':memory:', token: 'my-token', env: {} });
   t.teardown(() => gw.close());
