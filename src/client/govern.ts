@@ -1,7 +1,7 @@
 import type { Framework, JsonObject } from '../contracts/common.js';
 import { BlockedError, GatewayUnavailableError } from '../contracts/client-errors.js';
 import { resolveClientSettings, type ClientSettings, type GovClientOptions } from './client-settings.js';
-import { ENV_KILL_SWITCH_REASON, GovClient, localDecision, type PostCheckResponse, type PreCheckResponse, type ValidateResponse } from './gov-client.js';
+import { ENV_KILL_SWITCH_REASON, GovClient, localDecision, type Phase, type PhaseTypes, type PostCheckInput, type PostCheckResponse, type PreCheckInput, type PreCheckResponse, type ValidateInput, type ValidateResponse } from './gov-client.js';
 import { sendSync } from './sync-bridge.js';
 import { clientTracer, clientTracerNow, startWrappedCall, type WrappedCallFacts } from './telemetry.js';
 
@@ -115,39 +115,60 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
   // Built on the first call, so that settings loaded after import time (a .env file) still apply.
   let client = options.client;
 
+  // What the asynchronous and the synchronous path share: the bodies they send, and what they do with an
+  // answer (note it for the span, hand it to onDecision, raise a block).
+  const take = <P extends Phase>(phase: P, r: PhaseTypes[P]['out'], facts: WrappedCallFacts): PhaseTypes[P]['out'] => {
+    facts.outcome = r.decision.outcome;
+    facts.riskScore = r.risk?.score ?? null;
+    options.onDecision?.(phase, r);
+    if (r.decision.outcome === 'block') throw blockedBy(phase, r);
+    return r;
+  };
+  const envKillSwitch = (facts: WrappedCallFacts): never => {
+    const blocked = localDecision('pre_check', { agent_id: options.agentId }, 'block', ENV_KILL_SWITCH_REASON);
+    facts.outcome = 'block';
+    options.onDecision?.('pre_check', blocked);
+    throw blockedBy('pre_check', blocked);
+  };
+  const preCheckBody = (caller: CallerFields): PreCheckInput => ({
+    agent_id: options.agentId,
+    framework,
+    ...(options.action !== undefined ? { action: options.action, params: caller.params } : {}),
+    user: caller.user,
+    input: caller.input,
+    model,
+    ...(options.metadata !== undefined ? { metadata: options.metadata } : {}),
+  });
+  const validateBody = (caller: CallerFields, started: number, value: unknown): ValidateInput => ({
+    agent_id: options.agentId,
+    framework,
+    request: { user: caller.user, input: caller.input, session_id: null, metadata: options.metadata ?? {} },
+    execution: { model, latency_ms: performance.now() - started },
+    output: asOutput(value),
+  });
+  const postCheckBody = (pre: PreCheckResponse, started: number, value: unknown): PostCheckInput => ({
+    pre_check_envelope_id: pre.envelope_id,
+    execution: { model, latency_ms: performance.now() - started },
+    output: asOutput(value),
+  });
+
   async function governedCall(c: GovClient, self: unknown, args: unknown[], facts: WrappedCallFacts): Promise<unknown> {
     const s = c.settings;
     const caller = callerFields(args[0], userArg, inputArg);
-    const decide = async <P extends 'validate' | 'pre_check' | 'post_check'>(phase: P, req: Parameters<typeof c.send<P>>[1]) => {
+    const decide = async <P extends Phase>(phase: P, req: PhaseTypes[P]['in']) => {
       const t0 = performance.now();
       try {
-        const r = await c.send(phase, req);
-        facts.outcome = r.decision.outcome;
-        facts.riskScore = r.risk?.score ?? null;
-        options.onDecision?.(phase, r);
-        if (r.decision.outcome === 'block') throw blockedBy(phase, r);
-        return r;
+        return take(phase, await c.send(phase, req), facts);
       } finally {
         facts.validationMs += performance.now() - t0;
       }
     };
-    if (s.killSwitch) {
-      const blocked = c.local('pre_check', { agent_id: options.agentId }, 'block', ENV_KILL_SWITCH_REASON);
-      facts.outcome = 'block';
-      options.onDecision?.('pre_check', blocked);
-      throw blockedBy('pre_check', blocked);
-    }
+    if (s.killSwitch) envKillSwitch(facts);
     if (!twoPhase) {
       const started = performance.now();
       const value = await fn.apply(self, args);
       try {
-        await decide('validate', {
-          agent_id: options.agentId,
-          framework,
-          request: { user: caller.user, input: caller.input, session_id: null, metadata: options.metadata ?? {} },
-          execution: { model, latency_ms: performance.now() - started },
-          output: asOutput(value),
-        });
+        await decide('validate', validateBody(caller, started, value));
       } catch (e) {
         tolerate(e, s, `${name} (validate)`);
       }
@@ -156,15 +177,7 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
 
     let pre: PreCheckResponse | null = null;
     try {
-      pre = await decide('pre_check', {
-        agent_id: options.agentId,
-        framework,
-        ...(options.action !== undefined ? { action: options.action, params: caller.params } : {}),
-        user: caller.user,
-        input: caller.input,
-        model,
-        ...(options.metadata !== undefined ? { metadata: options.metadata } : {}),
-      });
+      pre = await decide('pre_check', preCheckBody(caller));
     } catch (e) {
       tolerate(e, s, `${name} (pre-check)`);
     }
@@ -173,11 +186,7 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     // A pre-check that never reached the gateway has no row for a post-check to name.
     if (pre === null) return value;
     try {
-      await decide('post_check', {
-        pre_check_envelope_id: pre.envelope_id,
-        execution: { model, latency_ms: performance.now() - started },
-        output: asOutput(value),
-      });
+      await decide('post_check', postCheckBody(pre, started, value));
     } catch (e) {
       tolerate(e, s, `${name} (post-check)`);
     }
@@ -203,37 +212,19 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
    */
   function governedSync(s: ClientSettings, self: unknown, args: unknown[], facts: WrappedCallFacts, finish: (p: Promise<unknown>) => Promise<unknown>): unknown {
     const caller = callerFields(args[0], userArg, inputArg);
-    const decide = <P extends 'validate' | 'pre_check' | 'post_check'>(phase: P, req: Parameters<typeof sendSync<P>>[2]) => {
+    const decide = <P extends Phase>(phase: P, req: PhaseTypes[P]['in']) => {
       const t0 = performance.now();
       try {
-        const r = sendSync(s, phase, req);
-        facts.outcome = r.decision.outcome;
-        facts.riskScore = r.risk?.score ?? null;
-        options.onDecision?.(phase, r);
-        if (r.decision.outcome === 'block') throw blockedBy(phase, r);
-        return r;
+        return take(phase, sendSync(s, phase, req), facts);
       } finally {
         facts.validationMs += performance.now() - t0;
       }
     };
-    if (s.killSwitch) {
-      const blocked = localDecision('pre_check', { agent_id: options.agentId }, 'block', ENV_KILL_SWITCH_REASON);
-      facts.outcome = 'block';
-      options.onDecision?.('pre_check', blocked);
-      throw blockedBy('pre_check', blocked);
-    }
+    if (s.killSwitch) envKillSwitch(facts);
     let pre: PreCheckResponse | null = null;
     if (twoPhase) {
       try {
-        pre = decide('pre_check', {
-          agent_id: options.agentId,
-          framework,
-          ...(options.action !== undefined ? { action: options.action, params: caller.params } : {}),
-          user: caller.user,
-          input: caller.input,
-          model,
-          ...(options.metadata !== undefined ? { metadata: options.metadata } : {}),
-        });
+        pre = decide('pre_check', preCheckBody(caller));
       } catch (e) {
         tolerate(e, s, `${name} (pre-check)`);
       }
@@ -241,18 +232,9 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     const started = performance.now();
     const after = (value: unknown): unknown => {
       try {
-        if (!twoPhase) {
-          decide('validate', {
-            agent_id: options.agentId,
-            framework,
-            request: { user: caller.user, input: caller.input, session_id: null, metadata: options.metadata ?? {} },
-            execution: { model, latency_ms: performance.now() - started },
-            output: asOutput(value),
-          });
-        } else if (pre !== null) {
-          // A pre-check that never reached the gateway has no row for a post-check to name.
-          decide('post_check', { pre_check_envelope_id: pre.envelope_id, execution: { model, latency_ms: performance.now() - started }, output: asOutput(value) });
-        }
+        if (!twoPhase) decide('validate', validateBody(caller, started, value));
+        // A pre-check that never reached the gateway has no row for a post-check to name.
+        else if (pre !== null) decide('post_check', postCheckBody(pre, started, value));
       } catch (e) {
         tolerate(e, s, `${name} (${twoPhase ? 'post-check' : 'validate'})`);
       }
