@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import t from 'tap';
 import { GovClient, isLocalDecision } from '../../src/client/gov-client.js';
 import { govern } from '../../src/client/govern.js';
 import { startEmbeddedGateway } from '../../src/client/embedded-gateway.js';
+import { runModuleScript } from '../helpers/child-node.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -70,18 +70,10 @@ const gw = await startEmbeddedGateway({ port: 0, db: ${JSON.stringify(db)}, toke
 const c = new GovClient({ gatewayUrl: gw.url, apiKey: gw.token, failureMode: 'closed', env: {} });
 const r = await c.validate({ agent_id: 'support-bot', execution: { model: 'm' }, output: { answer: 'ok' } });
 process.stdout.write(r.envelope_id + '\\n');`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  // A deadline only for a hung child, so that a failure ends the test instead of stalling it.
-  const deadline = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.once('close', (c, s) => resolve([c, s])));
-  clearTimeout(deadline);
-  t.equal(signal, null, 'the host exited on its own (not killed at the deadline)');
-  t.equal(code, 0, err);
-  const envelopeId = out.trim();
+  const run = await runModuleScript(script, { cwd: ROOT });
+  t.equal(run.signal, null, 'the host exited on its own (not killed at the deadline)');
+  t.equal(run.code, 0, run.stderr);
+  const envelopeId = run.stdout.trim();
   t.match(envelopeId, /^[0-9a-f-]{36}$/);
   // The same ledger, opened again: the acknowledged row is there.
   const again = await startEmbeddedGateway({ port: 0, db, token: 'host-token', env: {} });

@@ -1,7 +1,6 @@
 // Synchronous governed functions: the caller's thread blocks while a worker makes the governance calls.
 // The gateway runs in a child process: one in this process could not answer while this thread waits.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +9,7 @@ import { govern } from '../../src/client/govern.js';
 import { syncWorkerStarted } from '../../src/client/sync-bridge.js';
 import { BlockedError, GatewayUnavailableError } from '../../src/contracts/client-errors.js';
 import { freePort, httpJson, startGovProcess } from '../helpers/gov-process.js';
+import { runModuleScript } from '../helpers/child-node.js';
 import { closedPortUrl } from '../helpers/scripted-server.js';
 
 const TOKEN = 'sync-test-token-0123456789';
@@ -90,23 +90,15 @@ t.test('against an embedded gateway in a child process', async (t) => {
   });
 
   t.test('a host process that governed a synchronous call exits by itself', async (t) => {
-    const script = join(dir, 'host.mjs');
     const entry = fileURLToPath(new URL('../../dist/client/index.js', import.meta.url));
-    writeFileSync(script, `import { govern } from ${JSON.stringify(entry)};
+    // A deadline, not a timing claim: a host kept alive by the worker would never exit on its own.
+    const run = await runModuleScript(`import { govern } from ${JSON.stringify(entry)};
 const f = govern(({ input }) => ({ echo: input }), { agentId: 'host', gatewayUrl: ${JSON.stringify(gw.url)}, apiKey: ${JSON.stringify(TOKEN)}, env: {} });
 const r = f({ user: 'u', input: 'x' });
 if (r.echo !== 'x') process.exit(3);
-console.log('governed');
-`);
-    const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    // A deadline, not a timing claim: a host kept alive by the worker would never exit on its own.
-    const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.once('close', (c, s) => resolve([c, s])));
-    clearTimeout(killer);
-    t.same([code, signal], [0, null], out);
+console.log('governed');`, { deadlineMs: 30_000 });
+    const out = run.stdout + run.stderr;
+    t.same([run.code, run.signal], [0, null], out);
     t.match(out, /governed/);
   });
 });

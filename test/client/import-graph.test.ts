@@ -1,52 +1,18 @@
 // `gov-gateway/client` must load no server dependency (issue 17): a host that governs its functions from
 // code pays for an HTTP client and the contracts, not for LMDB, Fastify, PostgreSQL or Redis clients.
 // Each probe imports the package by its name, through the package.json exports map (a self-reference from
-// the repository root), in a fresh node, and records every module loaded two ways: an ESM resolve hook
-// and the CommonJS cache (undici and the other CommonJS packages require() their files, which ESM hooks
-// do not see in Node 20). It reads the built dist/, as a consumer would.
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// the repository root), in a fresh node, and records every module loaded (test/helpers/child-node.ts). It
+// reads the built dist/, as a consumer would.
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { probeModules } from '../helpers/child-node.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-const HOOKS = `
-import { appendFileSync } from 'node:fs';
-export async function resolve(specifier, context, next) {
-  const r = await next(specifier, context);
-  appendFileSync(process.env.GOV_TEST_LOADED_LOG, r.url + '\\n');
-  return r;
-}`;
-const REGISTER = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});`;
-
-async function probe(body: string): Promise<{ loaded: string[]; stderr: string; code: number | null }> {
-  const dir = mkdtempSync(join(tmpdir(), 'gov-client-imports-'));
-  const log = join(dir, 'loaded.txt');
-  const script = `${body}
-import { createRequire } from 'node:module';
-import { appendFileSync } from 'node:fs';
-appendFileSync(process.env.GOV_TEST_LOADED_LOG, Object.keys(createRequire(import.meta.url).cache).join('\\n') + '\\n');`;
-  // A plain node: the built JavaScript, without the test runner's TypeScript loader.
-  const child = spawn(process.execPath, ['--import', `data:text/javascript,${encodeURIComponent(REGISTER)}`, '--input-type=module', '-e', script], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, GOV_TEST_LOADED_LOG: log },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-  let loaded: string[] = [];
-  try {
-    loaded = readFileSync(log, 'utf8').split('\n').filter(Boolean);
-  } catch {
-    // nothing loaded at all: the assertions say so
-  }
-  rmSync(dir, { recursive: true, force: true });
-  return { loaded, stderr, code };
-}
+// A plain node from the repository root: the built JavaScript, without the test runner's TypeScript loader.
+const probe = (body: string) => probeModules(body, { cwd: ROOT });
 
 const SERVER_SIDE = [
   /\/node_modules\/(lmdb|fastify|@fastify|fastify-[a-z-]+|pg|pg-[a-z-]+|ioredis|bullmq|pino|prom-client)\//,

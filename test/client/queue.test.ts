@@ -3,6 +3,7 @@
 // real embedded gateway's LMDB ledger by envelope id.
 import { spawn } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
+import { runModuleScript } from '../helpers/child-node.js';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -259,19 +260,10 @@ const { GovClient } = await import('gov-gateway/client');
 const c = new GovClient({ gatewayUrl: 'http://127.0.0.1:${port}', apiKey: 'k', failureMode: 'queue', queueDir: ${JSON.stringify(queueDir)}, retries: 0, replayIntervalMs: 50, onWarning: () => {}, env: {} });
 const r = await c.validate({ agent_id: 'support-bot', execution: { model: 'm' }, output: {} });
 process.stdout.write(r.envelope_id + ' ' + c.queued + '\\n');`;
-  const ROOT = new URL('../..', import.meta.url).pathname;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  // A deadline only for a hung child, so that a failure ends the test instead of stalling it.
-  const deadline = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.once('close', (c, s) => resolve([c, s])));
-  clearTimeout(deadline);
-  t.equal(signal, null, 'exited by itself');
-  t.equal(code, 0, err);
-  const [id, queued] = out.trim().split(' ');
+  const run = await runModuleScript(script, { cwd: new URL('../..', import.meta.url).pathname });
+  t.equal(run.signal, null, 'exited by itself');
+  t.equal(run.code, 0, run.stderr);
+  const [id, queued] = run.stdout.trim().split(' ');
   t.equal(queued, '1');
   t.same(queueFile(queueDir).map((e) => e.envelope_id), [id], 'its entry is on disk for the next run');
   t.notOk(existsSync(join(queueDir, 'queue.lock')), 'and the lock was released at exit');

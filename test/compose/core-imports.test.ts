@@ -1,57 +1,14 @@
 // The core composition must not load Fastify: the client library, the workers and the central ingest are
-// built on it, and none of them serves the API. Each probe runs in a fresh process, so nothing another test
-// loaded counts, and records every module the process loads two ways: an ESM resolve hook (import
-// statements, dynamic imports) and the CommonJS cache (require() inside CommonJS packages, which ESM
-// hooks do not see in Node 20).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// built on it, and none of them serves the API. Each probe runs in a fresh process (test/helpers/child-node.ts).
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { probeModules, type ModuleProbe as Probe } from '../helpers/child-node.js';
 
 const SRC = (rel: string) => fileURLToPath(new URL(`../../src/${rel}`, import.meta.url));
 
-const HOOKS = `
-import { appendFileSync } from 'node:fs';
-export async function resolve(specifier, context, next) {
-  const r = await next(specifier, context);
-  appendFileSync(process.env.GOV_TEST_LOADED_LOG, r.url + '\\n');
-  return r;
-}`;
-const REGISTER = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});`;
-
-interface Probe {
-  loaded: string[];
-  stderr: string;
-  code: number | null;
-}
-
-/** Runs `body` (an ES module) in a fresh node with this process's TypeScript loader; returns every module it loaded. */
-async function probe(body: string): Promise<Probe> {
-  const dir = mkdtempSync(join(tmpdir(), 'gov-core-imports-'));
-  const log = join(dir, 'loaded.txt');
-  const script = `${body}
-import { createRequire } from 'node:module';
-import { appendFileSync } from 'node:fs';
-appendFileSync(process.env.GOV_TEST_LOADED_LOG, Object.keys(createRequire(import.meta.url).cache).join('\\n') + '\\n');`;
-  const execArgv = process.execArgv.filter((a) => !a.startsWith('--input-type'));
-  const child = spawn(process.execPath, [...execArgv, '--import', `data:text/javascript,${encodeURIComponent(REGISTER)}`, '--input-type=module', '-e', script], {
-    env: { ...process.env, GOV_TEST_LOADED_LOG: log },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-  let loaded: string[] = [];
-  try {
-    loaded = readFileSync(log, 'utf8').split('\n').filter(Boolean);
-  } catch {
-    // no module loaded at all: the assertions below say so
-  }
-  rmSync(dir, { recursive: true, force: true });
-  return { loaded, stderr, code };
-}
+/** Runs `body` in a fresh node with this process's TypeScript loader; returns every module it loaded. */
+const probe = (body: string): Promise<Probe> =>
+  probeModules(body, { env: process.env, nodeArgs: process.execArgv.filter((a) => !a.startsWith('--input-type')) });
 
 const fastifyModules = (p: Probe) => p.loaded.filter((m) => /fastify/i.test(m));
 
