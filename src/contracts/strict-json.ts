@@ -37,6 +37,12 @@ export function hasDuplicateKeys(text: string): boolean {
   return jsonTextHazard(text) === 'duplicate_key';
 }
 
+type ObjectKeys = string[] | Set<string>;
+/** Keys an object holds before they move from a list to a Set (a list lookup is linear). */
+const LISTED_KEYS = 16;
+const UNCOMPARED: ObjectKeys = Object.freeze([]) as unknown as string[];
+const CHECK_KEYS = Object.freeze({ keys: true });
+
 const isNumberChar = (c: number) => (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || c === 0x65 || c === 0x45;
 
 /**
@@ -45,8 +51,10 @@ const isNumberChar = (c: number) => (c >= 0x30 && c <= 0x39) || c === 0x2d || c 
  * "\u0061" and "a" are the same key. A number is converted only when it could overflow (an exponent, or
  * more digits than a double's range), so plain numbers cost nothing extra.
  */
-export function jsonTextHazard(text: string, o: { keys: boolean } = { keys: true }): JsonHazard | null {
-  const stack: Array<Set<string> | null> = [];
+export function jsonTextHazard(text: string, o: { keys: boolean } = CHECK_KEYS): JsonHazard | null {
+  // Per open container: an object's keys so far (a list while few, which costs less to build than a Set),
+  // UNCOMPARED for an object whose keys are not checked, null for an array.
+  const stack: Array<ObjectKeys | null> = [];
   let expectKey = false;
   const n = text.length;
   for (let i = 0; i < n; i++) {
@@ -65,15 +73,21 @@ export function jsonTextHazard(text: string, o: { keys: boolean } = { keys: true
         j++;
       }
       const top = stack.length > 0 ? stack[stack.length - 1] : null;
-      if (expectKey && top !== null && o.keys) {
+      if (expectKey && top !== null && top !== UNCOMPARED) {
         const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
-        if (top.has(key)) return 'duplicate_key';
-        top.add(key);
+        if (Array.isArray(top)) {
+          if (top.includes(key)) return 'duplicate_key';
+          if (top.length < LISTED_KEYS) top.push(key);
+          else stack[stack.length - 1] = new Set([...top, key]);
+        } else {
+          if (top.has(key)) return 'duplicate_key';
+          top.add(key);
+        }
         expectKey = false;
       }
       i = j;
     } else if (c === 0x7b) {
-      stack.push(new Set());
+      stack.push(o.keys ? [] : UNCOMPARED);
       expectKey = true;
     } else if (c === 0x5b) {
       stack.push(null);

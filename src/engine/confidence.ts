@@ -34,26 +34,50 @@ export function computeConfidence(scores: SignalScores, notes: SignalNotes, conf
   }
   const final_confidence = total === 0 ? 0 : round1(weighted / total);
   const shares = weightShares(config, present, total);
-  const weights = {} as Record<SignalName, number>;
+  // The rationale repeats from call to call (most scores are 100, the notes few): built once per distinct
+  // text, since building it was this function's main allocation, on every pre-check and post-check.
+  let key = '';
+  for (let i = 0; i < SIGNALS.length; i++) {
+    const s = SIGNALS[i];
+    const v = scores[s];
+    const note = notes[s];
+    key += note === undefined ? `${v};` : `${v}(${note.length}:${note});`; // length-prefixed: no two inputs share a key
+  }
+  let rationale = shares.rationales.get(key);
+  if (rationale === undefined) {
+    rationale = rationaleText(scores, notes, config, shares, final_confidence);
+    if (shares.rationales.size >= RATIONALES_PER_SET) shares.rationales.clear();
+    shares.rationales.set(key, rationale);
+  }
+  return { final_confidence, weights: shares.weights, rationale };
+}
+
+function rationaleText(scores: SignalScores, notes: SignalNotes, config: ScoringConfig, shares: Shares, final_confidence: number): string {
   const parts: string[] = [];
   for (let i = 0; i < SIGNALS.length; i++) {
     const s = SIGNALS[i];
     const v = scores[s];
     const note = notes[s];
-    weights[s] = shares.values[i];
     if (v === null) {
       parts.push(`${s} n/a${note ? ` (${note})` : ''}, weight ${config.weights[s]} redistributed`);
     } else {
       parts.push(`${s} ${v}${note ? ` (${note})` : ''} x ${shares.labels[i]}`);
     }
   }
-  return { final_confidence, weights, rationale: `${parts.join('; ')} => final_confidence ${final_confidence}` };
+  return `${parts.join('; ')} => final_confidence ${final_confidence}`;
 }
+
+/** Distinct rationales kept per set of present signals; past it the set starts afresh. */
+const RATIONALES_PER_SET = 256;
 
 interface Shares {
   values: number[];
   /** values formatted for the rationale (toFixed(3)). */
   labels: string[];
+  /** values by signal name, shared by every result with this set (frozen). */
+  weights: Readonly<Record<SignalName, number>>;
+  /** Rationale texts by the scores and notes they print (the final confidence follows from the scores). */
+  rationales: Map<string, string>;
 }
 
 /**
@@ -69,7 +93,8 @@ function weightShares(config: ScoringConfig, present: number, total: number): Sh
   let shares = byPresent.get(present);
   if (shares === undefined) {
     const values = SIGNALS.map((s, i) => ((present & (1 << i)) === 0 || total === 0 ? 0 : config.weights[s] / total));
-    shares = { values, labels: values.map((w) => w.toFixed(3)) };
+    const weights = Object.freeze(Object.fromEntries(SIGNALS.map((s, i) => [s, values[i]]))) as Record<SignalName, number>;
+    shares = { values, labels: values.map((w) => w.toFixed(3)), weights, rationales: new Map() };
     byPresent.set(present, shares);
   }
   return shares;

@@ -31,13 +31,13 @@ export interface EvalView {
   readonly paramsDepth: number;
   /** The input the view was built from, for the fact targets built on demand (factLeaves). */
   readonly from: EngineInput;
-  /** factLeaves' cache: the policy and adversarial checks share one view. */
-  readonly facts: Map<string, readonly Leaf[]>;
+  /** factLeaves' cache: the policy and adversarial checks share one view (made on first use: most calls never need it). */
+  facts: Map<string, readonly Leaf[]> | null;
   /**
    * What a matcher found in a long text, so a detector that several rules name (a `detector:` rule and a
    * `pii:` group over the same output) scans each text once per call (engine/checks/rule-scan.ts).
    */
-  readonly found: Map<Leaf, Map<object, number>>;
+  found: Map<Leaf, Map<object, number>> | null;
 }
 
 /** The text targets that name facts of the call rather than its content (policy-set.ts POLICY_TARGETS). */
@@ -51,7 +51,7 @@ const many = (path: string, vs: readonly string[]): Leaf[] => vs.map((v, i) => (
  * the hot path does not pay for them.
  */
 export function factLeaves(view: EvalView, target: FactTarget): readonly Leaf[] {
-  const cached = view.facts.get(target);
+  const cached = view.facts?.get(target);
   if (cached !== undefined) return cached;
   const input = view.from;
   let leaves: Leaf[];
@@ -74,7 +74,7 @@ export function factLeaves(view: EvalView, target: FactTarget): readonly Leaf[] 
     default:
       leaves = one(target, callOrigin(input.metadata)[target]);
   }
-  view.facts.set(target, leaves);
+  (view.facts ??= new Map()).set(target, leaves);
   return leaves;
 }
 
@@ -145,5 +145,5 @@ export function buildView(input: EngineInput): EvalView {
     const c = input.context[i];
     if (typeof c.text === 'string' && c.text !== '') context.push({ path: `context[${i}]`, key: c.source, root: c.source, value: c.text, text: c.text });
   }
-  return { output: out.leaves, input: inputLeaves, toolResults, params, context, outputDepth: out.depth, paramsDepth, from: input, facts: new Map(), found: new Map() };
+  return { output: out.leaves, input: inputLeaves, toolResults, params, context, outputDepth: out.depth, paramsDepth, from: input, facts: null, found: null };
 }

@@ -359,7 +359,15 @@ export class Governor {
   preCheckDecided(req: PreCheckRequest, external: ExternalDetectorVerdict | null = null, started = performance.now(), reliability: number | null = null): Decided<PreCheckResponse> {
     const input = fromPreCheck(req);
     const { result, envelopeId, timestamp } = this.decide(input, external, reliability, { envelopeId: req.envelope_id, timestamp: this.callTime(req.timestamp) });
-    const { trust_chain: _t, confidence_rationale: _c, ...response }: ValidateResponse = scoredResponse(result, envelopeId);
+    // Built directly (not scoredResponse() less two fields): one object per call instead of two.
+    const response: PreCheckResponse = {
+      envelope_id: envelopeId,
+      validation: result.validation,
+      risk: result.risk,
+      decision: result.decision,
+      latency_ms: 0,
+      governance_disclosure: result.governance_disclosure,
+    };
     let committed: Promise<void> | null = null;
     return {
       response,
@@ -377,7 +385,8 @@ export class Governor {
     const decided = this.decide(input, external, pre.reliability ?? null, { timestamp: this.callTime(req.timestamp) });
     const { envelopeId, timestamp } = decided;
     const result = holdBlockedPreCheck(pre.outcome, pre.envelopeId, decided.result);
-    const response: PostCheckResponse = { ...scoredResponse(result, envelopeId), pre_check_envelope_id: pre.envelopeId };
+    const response: PostCheckResponse = scoredResponse(result, envelopeId) as PostCheckResponse;
+    response.pre_check_envelope_id = pre.envelopeId;
     const committed = this.persist('post_check', input, result, envelopeId, timestamp, pre.envelopeId, req, response, started, undefined, external);
     return { response, committed };
   }

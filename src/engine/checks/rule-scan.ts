@@ -113,12 +113,15 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
       }
     }
   }
-  for (const target of TARGETS) {
+  // Indexed loops: this runs four times a proxied call, and iterator objects were a visible share of its garbage.
+  for (let ti = 0; ti < TARGETS.length; ti++) {
+    const target = TARGETS[ti];
     const rules = byTarget[target];
     if (rules.length === 0) continue;
     const leaves = leavesFor(view, target);
     if (leaves.length === 0) continue;
-    for (const t of rules) {
+    for (let ri = 0; ri < rules.length; ri++) {
+      const t = rules[ri];
       const rule = t.rule;
       const masking = rule.effect === 'mask';
       if (fired !== null && fired.has(rule) && !masking) continue;
@@ -128,10 +131,16 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
         (fired ??= new Map()).set(rule, { path: t.at === null ? target : rule.targets.find((x) => x.startsWith(`${target}:`)) ?? target, detector: rule.matcher.label });
         continue;
       }
-      scanLeaves(view, t, leaves, masking, (leaf, detector, ranges) => {
+      if (!masking) {
+        // Not fired yet (see above): its first match is all it records.
+        const first = firstHit(view, t, leaves);
+        if (first !== null) (fired ??= new Map()).set(rule, first);
+        continue;
+      }
+      maskLeaves(view, t, leaves, (leaf, detector, ranges) => {
         fired ??= new Map();
         if (!fired.has(rule)) fired.set(rule, { path: leaf.path, detector });
-        if (masking) mask(rule, maskedParts(leaf, ranges));
+        mask(rule, maskedParts(leaf, ranges));
       });
     }
   }
@@ -174,24 +183,32 @@ const MEMO_MIN_CHARS = 256;
 /** `m.find(leaf.text)`, remembered per call for long texts (several rules often share a detector). */
 function findIn(view: EvalView, m: TextMatcher, leaf: Leaf): number {
   if (leaf.text.length < MEMO_MIN_CHARS) return m.find(leaf.text);
-  let byMatcher = view.found.get(leaf);
-  if (byMatcher === undefined) view.found.set(leaf, (byMatcher = new Map()));
+  const found = (view.found ??= new Map());
+  let byMatcher = found.get(leaf);
+  if (byMatcher === undefined) found.set(leaf, (byMatcher = new Map()));
   let i = byMatcher.get(m);
   if (i === undefined) byMatcher.set(m, (i = m.find(leaf.text)));
   return i;
 }
 
-/** Calls `hit` for the first matching leaf, or, when masking, for every one (with the match ranges). */
-function scanLeaves(view: EvalView, t: TargetedRule, leaves: readonly Leaf[], masking: boolean, hit: (leaf: Leaf, detector: string, ranges: ReadonlyArray<[number, number]> | null) => void): void {
+/** Where a rule first matches (the leaf's path and the member that matched), or null. */
+function firstHit(view: EvalView, t: TargetedRule, leaves: readonly Leaf[]): Fired | null {
+  const members = t.rule.members;
+  for (let li = 0; li < leaves.length; li++) {
+    const leaf = leaves[li];
+    if (t.at !== null && !t.at(leaf.path)) continue;
+    for (let mi = 0; mi < members.length; mi++) if (findIn(view, members[mi], leaf) !== -1) return { path: leaf.path, detector: members[mi].label };
+  }
+  return null;
+}
+
+/** Calls `hit` for every match of a `mask` rule, with the match ranges. */
+function maskLeaves(view: EvalView, t: TargetedRule, leaves: readonly Leaf[], hit: (leaf: Leaf, detector: string, ranges: ReadonlyArray<[number, number]> | null) => void): void {
   const members = t.rule.members;
   for (const leaf of leaves) {
     if (t.at !== null && !t.at(leaf.path)) continue;
     for (const m of members) {
       if (findIn(view, m, leaf) === -1) continue;
-      if (!masking) {
-        hit(leaf, m.label, null);
-        return;
-      }
       hit(leaf, m.label, m.findAll === undefined ? null : m.findAll(leaf.text, MAX_RANGES_PER_TEXT));
     }
   }
