@@ -16,6 +16,26 @@ function disclosure(outcome: string, confidence: number, tier: string, scoreVers
   return `This agent output was evaluated by an automated runtime governance gateway (scoring ${scoreVersion}, policy ${policyVersion}): outcome ${outcome}, confidence ${confidence}, risk ${tier}.`;
 }
 
+/**
+ * The same few disclosures repeat call after call; each is built once (up to DISCLOSURES kept, then the
+ * cache starts afresh) instead of twice per proxied call.
+ */
+const disclosures = new Map<string, string>();
+const DISCLOSURES = 256;
+
+function cachedDisclosure(outcome: string, confidence: number, tier: string, scoreVersion: string, policyVersion: string): string {
+  // Versions come last: a policy version is `pack@x.y.z#digest` and may hold any character but the
+  // outcome, confidence and tier cannot hold a space, so the key is unambiguous.
+  const key = `${outcome} ${confidence} ${tier} ${scoreVersion.length}:${scoreVersion}${policyVersion}`;
+  let text = disclosures.get(key);
+  if (text === undefined) {
+    text = disclosure(outcome, confidence, tier, scoreVersion, policyVersion);
+    if (disclosures.size >= DISCLOSURES) disclosures.clear();
+    disclosures.set(key, text);
+  }
+  return text;
+}
+
 /** Spec: with the kill switch active every call is blocked at tier critical ahead of any scoring. */
 function killSwitchResult(ctx: EngineContext): EngineResult {
   const given = ctx.killSwitch.reason.trim();
@@ -170,7 +190,7 @@ export function evaluate(input: EngineInput, ctx: EngineContext): EngineResult {
       judge_latency_ms: null,
     },
     confidence_rationale: confidence.rationale,
-    governance_disclosure: disclosure(decision.outcome, confidence.final_confidence, risk.tier, config.version, ctx.policies.version),
+    governance_disclosure: cachedDisclosure(decision.outcome, confidence.final_confidence, risk.tier, config.version, ctx.policies.version),
   };
   if (policy.masks.length > 0 || adversarial.masks.length > 0) result.masks = [...policy.masks, ...adversarial.masks];
   if (policy.hits.length > 0 || adversarial.hits.length > 0) {

@@ -68,7 +68,7 @@ function remoteFinding(v: ExternalDetectorVerdict, config: ScoringConfig): { hit
  * policy score is capped (capPolicyScore).
  */
 export function adversarialCheck(input: EngineInput, ctx: EngineContext, view: EvalView = buildView(input)): AdversarialResult {
-  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config, input.agent_id, ctx.policies.adversarialConditions, () => factsOf(input, ctx.manifest));
+  const scan = scanRules(ctx.policies, ctx.policies.adversarialRules, view, ctx.config, input.agent_id, ctx.policies.adversarialConditions, ctx.policies.adversarialConditions.length > 0 ? () => factsOf(input, ctx.manifest) : undefined);
   let hits = scan.hits;
   let points = scan.points;
   let sensitivity = scan.sensitivity;

@@ -26,7 +26,7 @@ export interface PolicyCheckResult extends CheckResult {
  * pipeline.
  */
 export function policyCheck(input: EngineInput, ctx: EngineContext, view: EvalView = buildView(input)): PolicyCheckResult {
-  const scan = scanRules(ctx.policies, ctx.policies.policyRules, view, ctx.config, input.agent_id, ctx.policies.policyConditions, () => factsOf(input, ctx.manifest));
+  const scan = scanRules(ctx.policies, ctx.policies.policyRules, view, ctx.config, input.agent_id, ctx.policies.policyConditions, ctx.policies.policyConditions.length > 0 ? () => factsOf(input, ctx.manifest) : undefined);
   return {
     score: scan.blocked ? 0 : clamp(100 - scan.points),
     failures: scan.hits.map((h) => hitFailure('policy', h)),
