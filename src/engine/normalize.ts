@@ -68,15 +68,20 @@ export function fromPreCheck(req: PreCheckRequest): EngineInput {
  */
 export function fromPostCheck(pre: PreCheckRequest, post: PostCheckRequest, preEnvelopeId: string): EngineInput {
   const ex = post.execution;
-  const reported = (ex.tools_called ?? []).map(toolCall);
+  const reported = ex.tools_called === undefined || ex.tools_called.length === 0 ? null : ex.tools_called.map(toolCall);
   // Who asked, what and in which session come from the pre-check; what ran comes from the execution.
-  const asked = fromPreCheck(pre);
+  // Built field by field rather than by spreading fromPreCheck(): one object per post-check, not two.
   const input: EngineInput = {
-    ...asked,
     phase: 'post_check',
+    agent_id: pre.agent_id,
+    framework: pre.framework ?? 'REST',
+    user: pre.user ?? 'unknown',
+    input: pre.input ?? '',
+    session_id: pre.session_id ?? null,
+    metadata: pre.metadata ?? {},
     model: ex.model ?? pre.model ?? null,
-    tools_called: reported.length > 0 ? reported : asked.tools_called,
-    tool_results: (ex.tool_results ?? []).map(toolResult),
+    tools_called: reported ?? proposedCalls(pre),
+    tool_results: ex.tool_results === undefined || ex.tool_results.length === 0 ? [] : ex.tool_results.map(toolResult),
     // The pre-check read the call's context; the post-check reads what the answer adds.
     context: post.context ?? [],
     output: post.output,

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256HexOfText } from './chain.js';
 
 /**
  * Bounds what one row stores: a string longer than `maxChars` is stored as its first `maxChars`
@@ -14,7 +14,7 @@ export function boundPayload<T>(value: T, maxChars: number): T {
 
 /** The marker that ends a bounded string: `…[gov: truncated, <n> chars, sha256 <hex>]`. */
 export function boundedString(s: string, maxChars: number): string {
-  const digest = createHash('sha256').update(s).digest('hex');
+  const digest = sha256HexOfText(s);
   return `${s.slice(0, maxChars)}…[gov: truncated, ${s.length} chars, sha256 ${digest}]`;
 }
 
@@ -27,7 +27,7 @@ export function boundedString(s: string, maxChars: number): string {
 export function digestContext<T>(request: T): T {
   if (typeof request !== 'object' || request === null || !Array.isArray((request as { context?: unknown }).context)) return request;
   const items = (request as unknown as { context: Array<{ source?: unknown; text?: unknown }> }).context;
-  const context = items.map((c) => (typeof c.text === 'string' ? { source: c.source, chars: c.text.length, sha256: createHash('sha256').update(c.text).digest('hex') } : c));
+  const context = items.map((c) => (typeof c.text === 'string' ? { source: c.source, chars: c.text.length, sha256: sha256HexOfText(c.text) } : c));
   return { ...request, context };
 }
 
