@@ -34,20 +34,15 @@ export function computeConfidence(scores: SignalScores, notes: SignalNotes, conf
   }
   const final_confidence = total === 0 ? 0 : round1(weighted / total);
   const shares = weightShares(config, present, total);
-  // The rationale repeats from call to call (most scores are 100, the notes few): built once per distinct
-  // text, since building it was this function's main allocation, on every pre-check and post-check.
-  let key = '';
-  for (let i = 0; i < SIGNALS.length; i++) {
-    const s = SIGNALS[i];
-    const v = scores[s];
-    const note = notes[s];
-    key += note === undefined ? `${v};` : `${v}(${note.length}:${note});`; // length-prefixed: no two inputs share a key
-  }
-  let rationale = shares.rationales.get(key);
-  if (rationale === undefined) {
+  // The rationale repeats from call to call (most scores are 100, the notes few): the last one built for this
+  // set of signals is reused when every score and note is the same, which costs no allocation, where
+  // building it was this function's main garbage, on every pre-check and post-check.
+  const last = shares.last;
+  let rationale: string;
+  if (last !== null && sameInputs(last, scores, notes)) rationale = last.rationale;
+  else {
     rationale = rationaleText(scores, notes, config, shares, final_confidence);
-    if (shares.rationales.size >= RATIONALES_PER_SET) shares.rationales.clear();
-    shares.rationales.set(key, rationale);
+    shares.last = { values: SIGNALS.map((s) => scores[s]), notes: SIGNALS.map((s) => notes[s]), rationale };
   }
   return { final_confidence, weights: shares.weights, rationale };
 }
@@ -67,8 +62,19 @@ function rationaleText(scores: SignalScores, notes: SignalNotes, config: Scoring
   return `${parts.join('; ')} => final_confidence ${final_confidence}`;
 }
 
-/** Distinct rationales kept per set of present signals; past it the set starts afresh. */
-const RATIONALES_PER_SET = 256;
+function sameInputs(last: LastRationale, scores: SignalScores, notes: SignalNotes): boolean {
+  for (let i = 0; i < SIGNALS.length; i++) {
+    const s = SIGNALS[i];
+    if (last.values[i] !== scores[s] || last.notes[i] !== notes[s]) return false;
+  }
+  return true;
+}
+
+interface LastRationale {
+  values: ReadonlyArray<number | null>;
+  notes: ReadonlyArray<string | undefined>;
+  rationale: string;
+}
 
 interface Shares {
   values: number[];
@@ -76,8 +82,8 @@ interface Shares {
   labels: string[];
   /** values by signal name, shared by every result with this set (frozen). */
   weights: Readonly<Record<SignalName, number>>;
-  /** Rationale texts by the scores and notes they print (the final confidence follows from the scores). */
-  rationales: Map<string, string>;
+  /** The last rationale built for this set, with the scores and notes it prints (the final confidence follows from the scores). */
+  last: LastRationale | null;
 }
 
 /**
@@ -94,7 +100,7 @@ function weightShares(config: ScoringConfig, present: number, total: number): Sh
   if (shares === undefined) {
     const values = SIGNALS.map((s, i) => ((present & (1 << i)) === 0 || total === 0 ? 0 : config.weights[s] / total));
     const weights = Object.freeze(Object.fromEntries(SIGNALS.map((s, i) => [s, values[i]]))) as Record<SignalName, number>;
-    shares = { values, labels: values.map((w) => w.toFixed(3)), weights, rationales: new Map() };
+    shares = { values, labels: values.map((w) => w.toFixed(3)), weights, last: null };
     byPresent.set(present, shares);
   }
   return shares;

@@ -17,22 +17,28 @@ function disclosure(outcome: string, confidence: number, tier: string, scoreVers
 }
 
 /**
- * The same few disclosures repeat call after call; each is built once (up to DISCLOSURES kept, then the
- * cache starts afresh) instead of twice per proxied call.
+ * The disclosures last built, most recent first: the same few repeat call after call (a pre-check and its
+ * post-check usually differ), and comparing five values costs no allocation where building the text did.
  */
-const disclosures = new Map<string, string>();
-const DISCLOSURES = 256;
+interface Disclosed {
+  outcome: string;
+  confidence: number;
+  tier: string;
+  scoreVersion: string;
+  policyVersion: string;
+  text: string;
+}
+const recentDisclosures: Disclosed[] = [];
+const RECENT_DISCLOSURES = 4;
 
 function cachedDisclosure(outcome: string, confidence: number, tier: string, scoreVersion: string, policyVersion: string): string {
-  // Versions come last: a policy version is `pack@x.y.z#digest` and may hold any character but the
-  // outcome, confidence and tier cannot hold a space, so the key is unambiguous.
-  const key = `${outcome} ${confidence} ${tier} ${scoreVersion.length}:${scoreVersion}${policyVersion}`;
-  let text = disclosures.get(key);
-  if (text === undefined) {
-    text = disclosure(outcome, confidence, tier, scoreVersion, policyVersion);
-    if (disclosures.size >= DISCLOSURES) disclosures.clear();
-    disclosures.set(key, text);
+  for (let i = 0; i < recentDisclosures.length; i++) {
+    const d = recentDisclosures[i];
+    if (d.confidence === confidence && d.outcome === outcome && d.tier === tier && d.scoreVersion === scoreVersion && d.policyVersion === policyVersion) return d.text;
   }
+  const text = disclosure(outcome, confidence, tier, scoreVersion, policyVersion);
+  recentDisclosures.unshift({ outcome, confidence, tier, scoreVersion, policyVersion, text });
+  if (recentDisclosures.length > RECENT_DISCLOSURES) recentDisclosures.pop();
   return text;
 }
 

@@ -229,3 +229,19 @@ t.test('post-check scores the real output, linked to its pre-check', async (t) =
   const r = evaluate(input, ctx);
   t.equal(r.decision.outcome, 'approve', r.decision.reason);
 });
+
+t.test("the governance disclosure names each result's own outcome, confidence and tier, however results alternate", async (t) => {
+  const blocked = workedExample();
+  blocked.execution.tools_called.push({ name: 'delete_account', args: {} });
+  const weak = workedExample();
+  weak.execution.tool_results = [];
+  const sequence = [workedExample(), blocked, workedExample(), weak, blocked, workedExample(), weak, weak];
+  const seen = new Set<string>();
+  for (const [i, req] of sequence.entries()) {
+    const r = await run(req);
+    const v = r.validation;
+    t.equal(r.governance_disclosure, `This agent output was evaluated by an automated runtime governance gateway (scoring ${r.decision.score_version}, policy ${r.decision.policy_version}): outcome ${r.decision.outcome}, confidence ${v.final_confidence}, risk ${r.risk.tier}.`, `result ${i}`);
+    seen.add(`${r.decision.outcome} ${v.final_confidence} ${r.risk.tier}`);
+  }
+  t.ok(seen.size >= 3, `the sequence has at least three distinct results (${[...seen].join(' | ')})`);
+});

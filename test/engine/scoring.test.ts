@@ -35,6 +35,30 @@ t.test('confidence: weighted mean over present signals', async (t) => {
   t.equal(zeros.final_confidence, 0);
 });
 
+t.test('confidence: a rationale reused from an earlier call always names the scores and notes given', async (t) => {
+  const base = { schema: 100, tool_trust: 100, policy: 100, consistency: null, evidence: null, judge: null, historical_reliability: 75 };
+  const calls: Array<[typeof base, Record<string, string>]> = [
+    [base, { historical_reliability: 'neutral' }],
+    [base, { historical_reliability: 'neutral' }],
+    [{ ...base, policy: 40 }, { historical_reliability: 'neutral' }],
+    [{ ...base, policy: 40 }, { historical_reliability: 'neutral', policy: 'capped at 40 by adversarial gate' }],
+    [base, {}],
+    [base, { historical_reliability: 'neutral' }],
+    [{ ...base, consistency: 100, evidence: 80 }, { historical_reliability: 'neutral' }],
+    [base, { historical_reliability: 'neutral' }],
+  ];
+  for (const [i, [scores, notes]] of calls.entries()) {
+    // A structurally equal config has no memo of its own yet: its answer is built from scratch.
+    const fresh = computeConfidence(scores, notes, structuredClone(C));
+    const got = computeConfidence(scores, notes, C);
+    t.equal(got.rationale, fresh.rationale, `call ${i}`);
+    t.equal(got.final_confidence, fresh.final_confidence, `call ${i}`);
+    t.same(got.weights, fresh.weights, `call ${i}`);
+  }
+  t.match(computeConfidence({ ...base, policy: 40 }, {}, C).rationale, /policy 40 x/);
+  t.notMatch(computeConfidence(base, {}, C).rationale, /neutral/);
+});
+
 t.test('risk: factors, tiers, floors', async (t) => {
   t.equal(tierOf(0, C), 'low');
   t.equal(tierOf(29.9, C), 'low');
