@@ -94,12 +94,10 @@ export function compareHits(a: RuleHit, b: RuleHit): number {
  * ledger); hits come back in precedence order.
  */
 export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalView, config: ScoringConfig, agentId: string, conditions: readonly CompiledRule[] = [], facts?: () => unknown): RuleScan {
+  // No closures in here: a closure capturing a loop's variables makes V8 allocate a context for every
+  // iteration, and this runs for every rule four times a proxied call.
   let fired: Map<CompiledRule, Fired> | null = null;
   let masks: MaskedText[] | null = null;
-  const mask = (rule: CompiledRule, parts: readonly string[]): void => {
-    masks ??= [];
-    for (const text of parts) if (text !== '' && masks.length < MAX_MASKS) masks.push({ text, rule: rule.id });
-  };
   if (conditions.length > 0 && facts !== undefined) {
     const f = facts();
     for (const rule of conditions) {
@@ -109,11 +107,10 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
       (fired ??= new Map()).set(rule, { path: at, detector: rule.matcher.label });
       if (rule.effect === 'mask') {
         const v = valueAt(f, at);
-        if (typeof v === 'string' || typeof v === 'number') mask(rule, [String(v)]);
+        if (typeof v === 'string' || typeof v === 'number') masks = addMasks(masks, rule, [String(v)]);
       }
     }
   }
-  // Indexed loops: this runs four times a proxied call, and iterator objects were a visible share of its garbage.
   for (let ti = 0; ti < TARGETS.length; ti++) {
     const target = TARGETS[ti];
     const rules = byTarget[target];
@@ -128,7 +125,7 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
       if (rule.appliesTo !== null && !rule.appliesTo(agentId)) continue;
       if (rule.test === 'absent') {
         if (!hasNone(t, leaves)) continue;
-        (fired ??= new Map()).set(rule, { path: t.at === null ? target : rule.targets.find((x) => x.startsWith(`${target}:`)) ?? target, detector: rule.matcher.label });
+        (fired ??= new Map()).set(rule, { path: t.at === null ? target : targetPath(rule, target), detector: rule.matcher.label });
         continue;
       }
       if (!masking) {
@@ -137,11 +134,13 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
         if (first !== null) (fired ??= new Map()).set(rule, first);
         continue;
       }
-      maskLeaves(view, t, leaves, (leaf, detector, ranges) => {
+      const matches = maskMatches(view, t, leaves);
+      for (let i = 0; i < matches.length; i++) {
+        const m = matches[i];
         fired ??= new Map();
-        if (!fired.has(rule)) fired.set(rule, { path: leaf.path, detector });
-        mask(rule, maskedParts(leaf, ranges));
-      });
+        if (!fired.has(rule)) fired.set(rule, { path: m.leaf.path, detector: m.detector });
+        masks = addMasks(masks, rule, maskedParts(m.leaf, m.ranges));
+      }
     }
   }
   if (fired === null) return NO_HITS;
@@ -202,16 +201,40 @@ function firstHit(view: EvalView, t: TargetedRule, leaves: readonly Leaf[]): Fir
   return null;
 }
 
-/** Calls `hit` for every match of a `mask` rule, with the match ranges. */
-function maskLeaves(view: EvalView, t: TargetedRule, leaves: readonly Leaf[], hit: (leaf: Leaf, detector: string, ranges: ReadonlyArray<[number, number]> | null) => void): void {
+interface MaskMatch {
+  leaf: Leaf;
+  detector: string;
+  ranges: ReadonlyArray<[number, number]> | null;
+}
+
+const NO_MATCHES: readonly MaskMatch[] = Object.freeze([]);
+
+/** Every match of a `mask` rule, with its ranges. */
+function maskMatches(view: EvalView, t: TargetedRule, leaves: readonly Leaf[]): readonly MaskMatch[] {
   const members = t.rule.members;
+  let out: MaskMatch[] | null = null;
   for (const leaf of leaves) {
     if (t.at !== null && !t.at(leaf.path)) continue;
     for (const m of members) {
       if (findIn(view, m, leaf) === -1) continue;
-      hit(leaf, m.label, m.findAll === undefined ? null : m.findAll(leaf.text, MAX_RANGES_PER_TEXT));
+      (out ??= []).push({ leaf, detector: m.label, ranges: m.findAll === undefined ? null : m.findAll(leaf.text, MAX_RANGES_PER_TEXT) });
     }
   }
+  return out ?? NO_MATCHES;
+}
+
+/** `masks` with the non-empty `parts` a rule matched added (up to MAX_MASKS in all). */
+function addMasks(masks: MaskedText[] | null, rule: CompiledRule, parts: readonly string[]): MaskedText[] {
+  const out = masks ?? [];
+  for (const text of parts) if (text !== '' && out.length < MAX_MASKS) out.push({ text, rule: rule.id });
+  return out;
+}
+
+/** The path an `absent` rule names under `target` (`output:summary`), else the target itself. */
+function targetPath(rule: CompiledRule, target: string): string {
+  const prefix = `${target}:`;
+  for (const x of rule.targets) if (x.startsWith(prefix)) return x;
+  return target;
 }
 
 const NO_MASKS: readonly MaskedText[] = Object.freeze([]);
