@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const MODULES = ['engine.js', 'policy-rules.js', 'output-contract.js', 'detector-quality.js', 'ledger.js', 'http.js', 'client-overhead.js', 'postgres.js', 'replication.js', 'proxy.js', 'proxy-memory.js', 'sidecar-memory.js', 'durability-levels.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
+const MODULES = ['engine.js', 'policy-rules.js', 'output-contract.js', 'detector-quality.js', 'ledger.js', 'http.js', 'client-overhead.js', 'postgres.js', 'replication.js', 'proxy.js', 'proxy-memory.js', 'sidecar-memory.js', 'sidecar-allocations.js', 'durability-levels.js', 'stream-size.js', 'policy-versions.js', 'policy-replay.js'];
 const here = (name) => fileURLToPath(new URL(name, import.meta.url));
 
 /** The goals for this 2-core machine, shown beside the figures they apply to. */
