@@ -3,7 +3,7 @@ import type { Outcome } from '../../src/contracts/common.js';
 import type { Risk } from '../../src/contracts/runtime.js';
 import type { AdversarialResult } from '../../src/engine/checks/adversarial.js';
 import type { PolicyCheckResult } from '../../src/engine/checks/policy.js';
-import { computeConfidence, SIGNALS } from '../../src/engine/confidence.js';
+import { computeConfidence, SIGNALS, type SignalScores } from '../../src/engine/confidence.js';
 import { decide, type DecisionFacts } from '../../src/engine/decision.js';
 import { fromPostCheck, fromPreCheck, fromValidate, toolCall } from '../../src/engine/normalize.js';
 import { reliabilityFromStats } from '../../src/engine/reliability.js';
@@ -36,8 +36,8 @@ t.test('confidence: weighted mean over present signals', async (t) => {
 });
 
 t.test('confidence: a rationale reused from an earlier call always names the scores and notes given', async (t) => {
-  const base = { schema: 100, tool_trust: 100, policy: 100, consistency: null, evidence: null, judge: null, historical_reliability: 75 };
-  const calls: Array<[typeof base, Record<string, string>]> = [
+  const base: SignalScores = { schema: 100, tool_trust: 100, policy: 100, consistency: null, evidence: null, judge: null, historical_reliability: 75 };
+  const calls: Array<[SignalScores, Record<string, string>]> = [
     [base, { historical_reliability: 'neutral' }],
     [base, { historical_reliability: 'neutral' }],
     [{ ...base, policy: 40 }, { historical_reliability: 'neutral' }],
