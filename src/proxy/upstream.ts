@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
-import { Pool, type Dispatcher } from 'undici';
+import { Pool, type Dispatcher } from '../net/undici-dispatchers.js';
 
 export interface UpstreamTarget {
   /** scheme://host:port */

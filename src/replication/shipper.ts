@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
 import type { Logger } from 'pino';
-import { Pool } from 'undici';
+import { Pool } from '../net/undici-dispatchers.js';
 import type { ReplicationSettings } from '../config/settings.js';
 import { IngestRejection, IngestResponse, type IngestRequest } from '../contracts/replication.js';
 import type { KvStore, Ledger, StoredRow } from '../ledger/port.js';

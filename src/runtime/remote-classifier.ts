@@ -1,4 +1,4 @@
-import { Agent, request } from 'undici';
+import { Agent } from '../net/undici-dispatchers.js';
 import type { DetectorSettings } from '../config/detector-settings.js';
 import type { EngineInput, ExternalDetectorVerdict } from '../engine/types.js';
 import type { RemoteClassifierPort } from './governor.js';
@@ -127,8 +127,14 @@ export function classifierText(input: EngineInput, maxChars: number): string {
 export class RemoteClassifier implements RemoteClassifierPort {
   private readonly dispatcher: Agent;
   private readonly headers: Record<string, string>;
+  /** GOV_DETECTOR_URL split as a dispatcher takes it. */
+  private readonly origin: string;
+  private readonly path: string;
 
   constructor(private readonly s: DetectorSettings) {
+    const url = new URL(s.url);
+    this.origin = url.origin;
+    this.path = `${url.pathname}${url.search}`;
     this.dispatcher = new Agent({ connections: 64, keepAliveTimeout: 30_000, connectTimeout: Math.max(s.timeoutMs, 10) });
     this.headers = { 'content-type': 'application/json', accept: 'application/json' };
     if (s.token !== null) this.headers.authorization = `Bearer ${s.token}`;
@@ -159,7 +165,7 @@ export class RemoteClassifier implements RemoteClassifierPort {
     if (text === '') return this.verdict('skipped', null, null);
     const signal = AbortSignal.timeout(this.s.timeoutMs);
     try {
-      const res = await request(this.s.url, { method: 'POST', headers: this.headers, body: this.body(text), signal, dispatcher: this.dispatcher });
+      const res = await this.dispatcher.request({ origin: this.origin, path: this.path, method: 'POST', headers: this.headers, body: this.body(text), signal });
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const chunk of res.body) {
