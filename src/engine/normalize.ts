@@ -68,25 +68,17 @@ export function fromPreCheck(req: PreCheckRequest): EngineInput {
  */
 export function fromPostCheck(pre: PreCheckRequest, post: PostCheckRequest, preEnvelopeId: string): EngineInput {
   const ex = post.execution;
-  const reported = ex.tools_called === undefined || ex.tools_called.length === 0 ? null : ex.tools_called.map(toolCall);
-  // Who asked, what and in which session come from the pre-check; what ran comes from the execution.
-  // Built field by field rather than by spreading fromPreCheck(): one object per post-check, not two.
-  const input: EngineInput = {
-    phase: 'post_check',
-    agent_id: pre.agent_id,
-    framework: pre.framework ?? 'REST',
-    user: pre.user ?? 'unknown',
-    input: pre.input ?? '',
-    session_id: pre.session_id ?? null,
-    metadata: pre.metadata ?? {},
-    model: ex.model ?? pre.model ?? null,
-    tools_called: reported ?? proposedCalls(pre),
-    tool_results: ex.tool_results === undefined || ex.tool_results.length === 0 ? [] : ex.tool_results.map(toolResult),
-    // The pre-check read the call's context; the post-check reads what the answer adds.
-    context: post.context ?? [],
-    output: post.output,
-    parent_envelope_id: preEnvelopeId,
-  };
+  // Who asked, what and in which session come from the pre-check (and its defaults); what ran comes from
+  // the execution. The pre-check's object is overwritten in place: one object per post-check, not two.
+  const input = fromPreCheck(pre);
+  input.phase = 'post_check';
+  input.model = ex.model ?? input.model;
+  if (ex.tools_called !== undefined && ex.tools_called.length > 0) input.tools_called = ex.tools_called.map(toolCall);
+  if (ex.tool_results !== undefined && ex.tool_results.length > 0) input.tool_results = ex.tool_results.map(toolResult);
+  // The pre-check read the call's context; the post-check reads what the answer adds.
+  input.context = post.context ?? [];
+  input.output = post.output;
+  input.parent_envelope_id = preEnvelopeId;
   if (ex.latency_ms !== undefined) input.latency_ms = ex.latency_ms;
   if (ex.tokens !== undefined) input.tokens = ex.tokens;
   return input;
