@@ -1,6 +1,6 @@
 import { writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
-import { sidecarHeapLimits } from '../config/heap-limits.js';
+import { applySidecarV8Flags, sidecarHeapLimits } from '../config/heap-limits.js';
 import { onSignals } from './signals.js';
 
 /** The message the main thread sends the sidecar's thread on SIGTERM/SIGINT. */
@@ -21,6 +21,7 @@ const THREAD_URL = new URL(import.meta.url.endsWith('.ts') ? './sidecar-thread.t
  */
 export async function runSidecar(): Promise<void> {
   const limits = sidecarHeapLimits(process.env);
+  applySidecarV8Flags();
   if (limits === null) {
     const { serveSidecar } = await import('./sidecar-serve.js');
     const { log, close } = await serveSidecar();

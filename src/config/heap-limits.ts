@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 
 /**
  * V8 heap limits for the sidecar's thread (cli/sidecar-thread.ts). Read on the main thread before any of
@@ -54,6 +55,20 @@ export const DEFAULT_OLD_GENERATION_MB = 64;
  */
 const MIN_OLD_GENERATION_MB = 64;
 const MAX_OLD_GENERATION_MB = 2048;
+/**
+ * V8 flags the sidecar sets for itself before its servers load (applySidecarV8Flags). undici parses the
+ * upstream's answers with llhttp compiled to WebAssembly, and at the first burst of calls V8 recompiled that
+ * parser with its optimising tier on a background thread: ~35 MB of compiler memory for ~0.1 s, the sidecar's
+ * peak RSS (docs/performance.md, "Session 15"). Liftoff, the baseline tier, compiles it in a fraction of that;
+ * CPU per call measured the same within noise. WebAssembly flags are read when a module compiles, so setting
+ * them at run time works, and no NODE_OPTIONS are needed.
+ */
+export const SIDECAR_V8_FLAGS: readonly string[] = ['--liftoff-only'];
+
+export function applySidecarV8Flags(): void {
+  for (const flag of SIDECAR_V8_FLAGS) setFlagsFromString(flag);
+}
+
 /** cgroup v1 reports "no limit" as a page-rounded 2^63-1; anything this large is no limit either. */
 const NO_LIMIT_BYTES = 2 ** 60;
 

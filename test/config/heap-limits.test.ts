@@ -3,10 +3,13 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import t, { type Test } from 'tap';
+import { runModuleScript } from '../helpers/child-node.js';
 import { containerMemoryLimit, DEFAULT_OLD_GENERATION_MB, heapLimitsFor, sidecarHeapLimits, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
 
 const MIB = 1024 * 1024;
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 function tree(t: Test, files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'gov-cgroup-'));
@@ -61,4 +64,35 @@ t.test('GOV_SIDECAR_HEAP_MB overrides the container, and 0 means no thread', asy
   for (const bad of ['abc', '-5', '8', '1.5', '100000']) {
     t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: bad }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_HEAP_MB: / }, bad);
   }
+});
+
+// undici's HTTP parser is WebAssembly; its optimising recompile at the first burst of calls was the sidecar's
+// peak memory (docs/performance.md, session 15). After applySidecarV8Flags(), a thread started afterwards (as
+// the sidecar's is) keeps a hot WebAssembly function on Liftoff; without it, V8 tiers the same function up.
+t.test('the sidecar keeps WebAssembly on its baseline tier, in threads started after its flags are set', async (t) => {
+  const heapLimitsUrl = pathToFileURL(join(ROOT, 'dist', 'config', 'heap-limits.js')).href;
+  const script = (apply: boolean) => `
+import { Worker } from 'node:worker_threads';
+import { applySidecarV8Flags } from ${JSON.stringify(heapLimitsUrl)};
+if (${apply}) applySidecarV8Flags();
+const code = \`
+import { parentPort } from 'node:worker_threads';
+// (module (func (export "f") (param i32) (result i32) local.get 0 i32.const 1 i32.add))
+const bytes = new Uint8Array([0,97,115,109,1,0,0,0,1,6,1,96,1,127,1,127,3,2,1,0,7,5,1,1,102,0,0,10,9,1,7,0,32,0,65,1,106,11]);
+const { instance } = await WebAssembly.instantiate(bytes);
+const f = instance.exports.f;
+let x = 0;
+for (let round = 0; round < 20 && !%IsTurboFanFunction(f); round++) {
+  for (let i = 0; i < 1e6; i++) x = f(x);
+  await new Promise((r) => setTimeout(r, 50));
+}
+parentPort.postMessage({ liftoff: %IsLiftoffFunction(f), turbofan: %IsTurboFanFunction(f) });\`;
+const w = new Worker(code, { eval: true });
+w.once('message', (m) => { process.stdout.write(JSON.stringify(m)); w.terminate(); });`;
+  const withFlags = await runModuleScript(script(true), { nodeArgs: ['--allow-natives-syntax'] });
+  t.equal(withFlags.code, 0, withFlags.stderr);
+  t.same(JSON.parse(withFlags.stdout), { liftoff: true, turbofan: false });
+  const without = await runModuleScript(script(false), { nodeArgs: ['--allow-natives-syntax'] });
+  t.equal(without.code, 0, without.stderr);
+  t.same(JSON.parse(without.stdout), { liftoff: false, turbofan: true }, 'the control: V8 tiers the function up by default');
 });
