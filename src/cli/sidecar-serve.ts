@@ -4,8 +4,12 @@ import { loadSettings } from '../config/settings.js';
 import { composeSidecar } from '../compose/sidecar.js';
 import { handOverGeneratedToken } from './generated-token.js';
 
+/** `true` in the sidecar's bundle (build/sidecar-bundle.ts defines it); undeclared in dist/'s modules. */
+declare const GOV_SIDECAR_BUNDLE: boolean;
+const CODE = typeof GOV_SIDECAR_BUNDLE !== 'undefined' && GOV_SIDECAR_BUNDLE ? 'bundle' : 'modules';
+
 export interface ServingSidecar {
-  log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void };
+  log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void; flush?: (cb: (err?: Error) => void) => void };
   /** Drains both ports and commits the ledger (SIGTERM). */
   close(): Promise<void>;
 }
@@ -27,7 +31,7 @@ export async function serveSidecar(): Promise<ServingSidecar> {
   }
   const { proxyUrl, apiUrl } = urls;
   const log = sc.composed.logger;
-  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId, heap: heapReport() }, 'gov sidecar listening');
+  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId, code: CODE, heap: heapReport() }, 'gov sidecar listening');
   process.stdout.write(`gov sidecar listening on ${apiUrl}\ngov sidecar proxy listening on ${proxyUrl}\n`);
   if (tokenLine !== null) process.stdout.write(tokenLine);
   return { log, close: () => sc.close() };

@@ -1,4 +1,4 @@
-import { writeSync } from 'node:fs';
+import { existsSync, writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { applySidecarV8Flags, sidecarHeapLimits } from '../config/heap-limits.js';
 import { onSignals } from './signals.js';
@@ -10,7 +10,15 @@ export interface SidecarStop {
   signal: NodeJS.Signals;
 }
 
-const THREAD_URL = new URL(import.meta.url.endsWith('.ts') ? './sidecar-thread.ts' : './sidecar-thread.js', import.meta.url);
+/**
+ * Where the sidecar's code comes from: the bundle `npm run build` writes (build/sidecar-bundle.ts says why),
+ * or, when running from src/ (tests) or from a dist/ compiled without it, the modules themselves.
+ */
+function sidecarModule(name: 'sidecar-thread' | 'sidecar-serve'): URL {
+  if (import.meta.url.endsWith('.ts')) return new URL(`./${name}.ts`, import.meta.url);
+  const bundled = new URL(`../sidecar-bundle/${name}.js`, import.meta.url);
+  return existsSync(bundled) ? bundled : new URL(`./${name}.js`, import.meta.url);
+}
 
 /**
  * `gov sidecar`. By default the sidecar runs in a worker thread whose V8 heap is capped from the container's
@@ -23,12 +31,12 @@ export async function runSidecar(): Promise<void> {
   const limits = sidecarHeapLimits(process.env);
   applySidecarV8Flags();
   if (limits === null) {
-    const { serveSidecar } = await import('./sidecar-serve.js');
+    const { serveSidecar } = (await import(sidecarModule('sidecar-serve').href)) as typeof import('./sidecar-serve.js');
     const { log, close } = await serveSidecar();
     onSignals(log, close);
     return;
   }
-  const thread = new Worker(THREAD_URL, { resourceLimits: limits });
+  const thread = new Worker(sidecarModule('sidecar-thread'), { resourceLimits: limits });
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
@@ -42,5 +50,11 @@ export async function runSidecar(): Promise<void> {
     const hint = e.code === 'ERR_WORKER_OUT_OF_MEMORY' ? ` (V8 old generation capped at ${limits.maxOldGenerationSizeMb} MB: raise GOV_SIDECAR_HEAP_MB or the container's memory limit)` : '';
     writeSync(2, `gov: the sidecar thread failed: ${e.stack ?? e.message}${hint}\n`);
   });
-  thread.on('exit', (code) => process.exit(code));
+  // Not process.exit() at once: the thread's last log lines (the shutdown's) reach this thread's stdout as
+  // messages drained when the thread ends, and exiting in this handler could drop them. Nothing else keeps
+  // the process alive once the thread is gone; the timer is a backstop.
+  thread.on('exit', (code) => {
+    process.exitCode = code;
+    setTimeout(() => process.exit(code), 1000).unref();
+  });
 }

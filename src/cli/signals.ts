@@ -1,4 +1,10 @@
-type ShutdownLog = { info: (o: object, m: string) => void; error: (o: object, m: string) => void };
+type ShutdownLog = { info: (o: object, m: string) => void; error: (o: object, m: string) => void; flush?: (cb: (err?: Error) => void) => void };
+
+/** Exits once the log's buffered lines are written: pino writes asynchronously, and exit would drop them. */
+function exitAfterFlush(log: ShutdownLog, code: number): void {
+  if (log.flush === undefined) process.exit(code);
+  else log.flush(() => process.exit(code));
+}
 
 const DRAINING = 'shutting down: draining requests and committing the ledger';
 
@@ -6,10 +12,10 @@ const DRAINING = 'shutting down: draining requests and committing the ledger';
 export function closeAndExit(log: ShutdownLog, close: () => Promise<void>, signal: string, message = DRAINING): void {
   log.info({ signal }, message);
   close().then(
-    () => process.exit(0),
+    () => exitAfterFlush(log, 0),
     (e: unknown) => {
       log.error({ err: { message: (e as Error).message } }, 'shutdown failed');
-      process.exit(1);
+      exitAfterFlush(log, 1);
     },
   );
 }

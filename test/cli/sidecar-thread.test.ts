@@ -35,20 +35,21 @@ async function start(t: Test, env: Record<string, string>) {
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const heap = await new Promise<Heap>((resolve, reject) => {
+  // 'close', not 'exit': every line the process wrote has been read by then.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  const { heap, code } = await new Promise<{ heap: Heap; code: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no start line within 15 s: ${out}`)), 15_000);
     const onData = () => {
       const line = out.split('\n').find((l) => l.includes('"msg":"gov sidecar listening"'));
       if (line && /gov sidecar proxy listening on/.test(out)) {
         clearTimeout(timer);
-        resolve((JSON.parse(line) as { heap: Heap }).heap);
+        resolve(JSON.parse(line) as { heap: Heap; code: string });
       }
     };
     child.stdout.on('data', onData);
     void exited.then(() => reject(new Error(`exited early: ${out}`)));
   });
-  return { child, heap, exited, out: () => out, proxyUrl: `http://127.0.0.1:${proxyPort}` };
+  return { child, heap, code, exited, out: () => out, proxyUrl: `http://127.0.0.1:${proxyPort}`, apiUrl: `http://127.0.0.1:${apiPort}` };
 }
 
 t.test('by default the sidecar runs in a thread sized from the container\'s memory limit', async (t) => {
@@ -57,6 +58,7 @@ t.test('by default the sidecar runs in a thread sized from the container\'s memo
   const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger') });
   const want = heapLimitsFor(containerMemoryLimit());
   t.same(p.heap.thread, true);
+  t.equal(p.code, 'bundle', 'the thread runs the bundle npm run build wrote (build/sidecar-bundle.ts), not dist/\'s modules');
   t.equal(p.heap.max_old_generation_mb, want.maxOldGenerationSizeMb, 'the cgroup this test runs in decides, as it would in a pod');
   t.equal(p.heap.max_young_generation_mb, YOUNG_GENERATION_MB);
   p.child.kill('SIGTERM');
@@ -68,7 +70,7 @@ t.test('GOV_SIDECAR_HEAP_MB and GOV_SIDECAR_YOUNG_MB size the thread; calls are 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const mock = await startMockUpstream(() => ({ json: openAiCompletion('Hello from the upstream.') }));
   t.teardown(() => mock.close());
-  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_AGENT_ID: 'thread-agent', GOV_SIDECAR_HEAP_MB: '72', GOV_SIDECAR_YOUNG_MB: '9' });
+  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_AGENT_ID: 'thread-agent', GOV_SIDECAR_HEAP_MB: '72', GOV_SIDECAR_YOUNG_MB: '9', GOV_EMBED_TOKEN: 'thread-token' });
   t.same({ thread: p.heap.thread, old: p.heap.max_old_generation_mb, young: p.heap.max_young_generation_mb }, { thread: true, old: 72, young: 9 });
   t.ok(p.heap.heap_size_limit_mb <= 72 + 9 + 8, `V8 reports a heap limit of ${p.heap.heap_size_limit_mb} MB, not Node's default`);
 
@@ -83,6 +85,10 @@ t.test('GOV_SIDECAR_HEAP_MB and GOV_SIDECAR_YOUNG_MB size the thread; calls are 
     await r.arrayBuffer();
     ids.push(r.headers.get('x-gov-envelope-id')!);
   }
+  // The chain walk runs in a worker the ledger module finds by its own URL, which the bundle rewrites.
+  const verify = await fetch(`${p.apiUrl}/v1/audit/chain/verify`, { headers: { authorization: 'Bearer thread-token' } });
+  t.equal(verify.status, 200);
+  t.match(await verify.json(), { valid: true });
   p.child.kill('SIGTERM');
   t.equal(await p.exited, 0, 'the main thread exits with the thread\'s code');
   t.match(p.out(), /"signal":"SIGTERM".*shutting down/, 'the signal reached the thread');
@@ -102,6 +108,7 @@ t.test('GOV_SIDECAR_HEAP_MB=0 serves on the main thread with Node\'s own sizing'
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_SIDECAR_HEAP_MB: '0' });
   t.same(p.heap.thread, false);
+  t.equal(p.code, 'bundle', 'the main thread loads the same bundle');
   p.child.kill('SIGTERM');
   t.equal(await p.exited, 0);
 });

@@ -1,0 +1,83 @@
+// Build step (npm run build, after tsc): the sidecar's code as a few minified ES modules in
+// dist/sidecar-bundle/, which `gov sidecar` loads instead of dist/'s ~400 modules (cli/sidecar.ts).
+//
+// Why: V8 keeps the source text of every loaded module for the life of the process (lazy compilation reads
+// it again), so the sidecar held ~7 MB of module sources in its heap; one bundle, minified, holds less than
+// a third of that, and no ES module imports a CommonJS one at run time, so Node's CommonJS export lexer never
+// runs. Peak RSS under the shared harness's load fell ~8 MB (docs/performance.md, "Session 15"). Only the
+// sidecar: every other mode keeps dist/'s modules, where memory per process matters less than readable traces.
+import { readFile, rm } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build, type Plugin } from 'esbuild';
+
+const DIST = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const SIDECAR_BUNDLE_DIR = join(DIST, 'sidecar-bundle');
+
+/**
+ * Packages loaded from node_modules at run time rather than bundled: native code (lmdb), code that starts
+ * worker threads from its own files (pino's transports), packages this code already loads by path through
+ * createRequire (undici's dispatchers, libphonenumber-js's metadata), and the server-only packages the
+ * sidecar imports only when a setting asks for them (Redis, PostgreSQL, job queues, API docs, telemetry).
+ */
+const EXTERNAL = [
+  'lmdb',
+  'pino',
+  'undici',
+  'libphonenumber-js',
+  'ioredis',
+  'bullmq',
+  'pg',
+  '@fastify/swagger',
+  '@fastify/swagger-ui',
+  '@opentelemetry/*',
+];
+
+/**
+ * Each module of dist/ that reads import.meta.url (paths to policies/, manifests/, worker scripts, the
+ * package root) keeps reading its own URL: inside the bundle, import.meta.url is the chunk's, so it is
+ * rewritten to the module's original file, relative to the chunk (all chunks sit in one directory), which
+ * keeps working wherever the package is installed.
+ */
+function ownModuleUrls(outdir: string): Plugin {
+  return {
+    name: 'own-module-urls',
+    setup(b) {
+      b.onLoad({ filter: /\.js$/ }, async (args) => {
+        if (!args.path.startsWith(DIST + sep)) return undefined;
+        const text = await readFile(args.path, 'utf8');
+        if (!text.includes('import.meta.url')) return undefined;
+        const own = relative(outdir, args.path).split(sep).join('/');
+        return { contents: text.replaceAll('import.meta.url', `new URL(${JSON.stringify(own)}, import.meta.url).href`), loader: 'js', resolveDir: dirname(args.path) };
+      });
+    },
+  };
+}
+
+export async function buildSidecarBundle(outdir = SIDECAR_BUNDLE_DIR): Promise<void> {
+  // Chunk names carry content hashes: an earlier build's chunks would stay beside the new ones.
+  await rm(outdir, { recursive: true, force: true });
+  await build({
+    entryPoints: { 'sidecar-thread': join(DIST, 'cli', 'sidecar-thread.js'), 'sidecar-serve': join(DIST, 'cli', 'sidecar-serve.js') },
+    outdir,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    minify: true,
+    // For NODE_OPTIONS=--enable-source-maps when a trace must be read; never loaded otherwise.
+    sourcemap: 'linked',
+    legalComments: 'none',
+    chunkNames: 'chunk-[hash]',
+    external: EXTERNAL,
+    // Bundled CommonJS packages call require() for Node's built-ins and the external packages.
+    banner: { js: "import { createRequire as __govCreateRequire } from 'node:module'; const require = __govCreateRequire(import.meta.url);" },
+    // cli/sidecar-serve.ts reports which code runs (its start log line).
+    define: { GOV_SIDECAR_BUNDLE: 'true' },
+    plugins: [ownModuleUrls(outdir)],
+    logLevel: 'warning',
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await buildSidecarBundle();
