@@ -92,7 +92,17 @@ export function createLogger(settings: Settings): Logger {
     base: { service: 'gov-gateway', mode: settings.mode },
     // Belt and braces: nothing logs headers or bodies, but if a future line does, secrets stay out.
     redact: { paths: ['req.headers.authorization', 'req.headers["x-gov-token"]', 'headers.authorization', 'headers["x-gov-token"]', 'token', 'payload', 'body'], censor: '[redacted]' },
-  });
+  }, logDestination());
+}
+
+/**
+ * Standard output, written asynchronously as pino's default is, but with minLength 1 instead of 0: each line
+ * is still written at once, and `flush(cb)` then waits until the lines already logged are written (with 0 it
+ * calls back at once). Shutdown exits after that flush (cli/signals.ts): an exit with a write still queued
+ * lost the last lines, the sidecar thread's "shutting down" among them, on a busy machine.
+ */
+function logDestination() {
+  return pino.destination({ dest: 1, sync: false, minLength: 1 });
 }
 
 async function openStorage(settings: Settings, logger: Logger): Promise<Storage> {
