@@ -2,9 +2,8 @@
 // dist/sidecar-bundle/, which `gov sidecar` loads instead of dist/'s ~400 modules (cli/sidecar.ts).
 //
 // Why: V8 keeps the source text of every loaded module for the life of the process (lazy compilation reads
-// it again), so the sidecar held ~7 MB of module sources in its heap; one bundle, minified, holds less than
-// a third of that, and no ES module imports a CommonJS one at run time, so Node's CommonJS export lexer never
-// runs. Peak RSS under the shared harness's load fell ~8 MB (docs/performance.md, "Session 15"). Only the
+// it again), so the sidecar held ~7 MB of module sources in its heap; one bundle, minified, holds ~1.7 MB.
+// Peak RSS at the shared harness's load fell ~7 MB (docs/performance.md, "Session 15"). Only the
 // sidecar: every other mode keeps dist/'s modules, where memory per process matters less than readable traces.
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
