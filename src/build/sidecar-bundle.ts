@@ -5,10 +5,11 @@
 // it again), so the sidecar held ~7 MB of module sources in its heap; one bundle, minified, holds ~1.7 MB.
 // Peak RSS at the shared harness's load fell ~7 MB (docs/performance.md, "Session 15"). Only the
 // sidecar: every other mode keeps dist/'s modules, where memory per process matters less than readable traces.
-import { readFile, rm } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
+import { escapeBeyondLatin1 } from './latin1-source.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const SIDECAR_BUNDLE_DIR = join(DIST, 'sidecar-bundle');
@@ -77,6 +78,15 @@ export async function buildSidecarBundle(outdir = SIDECAR_BUNDLE_DIR): Promise<v
     plugins: [ownModuleUrls(outdir)],
     logLevel: 'warning',
   });
+  // One byte per character in V8's heap (build/latin1-source.ts). The source maps' columns on the few
+  // lines this lengthens drift by the escapes' extra characters.
+  for (const name of await readdir(outdir)) {
+    if (!name.endsWith('.js')) continue;
+    const file = join(outdir, name);
+    const text = await readFile(file, 'utf8');
+    const latin1 = escapeBeyondLatin1(text);
+    if (latin1 !== text) await writeFile(file, latin1);
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await buildSidecarBundle();

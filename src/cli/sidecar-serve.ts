@@ -3,13 +3,14 @@ import { isMainThread, resourceLimits } from 'node:worker_threads';
 import { loadSettings } from '../config/settings.js';
 import { composeSidecar } from '../compose/sidecar.js';
 import { handOverGeneratedToken } from './generated-token.js';
+import type { ShutdownLog } from './signals.js';
 
 /** `true` in the sidecar's bundle (build/sidecar-bundle.ts defines it); undeclared in dist/'s modules. */
 declare const GOV_SIDECAR_BUNDLE: boolean;
 const CODE = typeof GOV_SIDECAR_BUNDLE !== 'undefined' && GOV_SIDECAR_BUNDLE ? 'bundle' : 'modules';
 
 export interface ServingSidecar {
-  log: { info: (o: object, m: string) => void; error: (o: object, m: string) => void; flush?: (cb: (err?: Error) => void) => void };
+  log: ShutdownLog;
   /** Drains both ports and commits the ledger (SIGTERM). */
   close(): Promise<void>;
 }

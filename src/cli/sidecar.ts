@@ -50,11 +50,5 @@ export async function runSidecar(): Promise<void> {
     const hint = e.code === 'ERR_WORKER_OUT_OF_MEMORY' ? ` (V8 old generation capped at ${limits.maxOldGenerationSizeMb} MB: raise GOV_SIDECAR_HEAP_MB or the container's memory limit)` : '';
     writeSync(2, `gov: the sidecar thread failed: ${e.stack ?? e.message}${hint}\n`);
   });
-  // Not process.exit() at once: what the thread wrote through its process.stdout/stderr reaches this
-  // thread as messages, drained when the thread ends, and exiting inside this handler could drop the last
-  // of them. Nothing else keeps the process alive once the thread is gone; the timer is a backstop.
-  thread.on('exit', (code) => {
-    process.exitCode = code;
-    setTimeout(() => process.exit(code), 1000).unref();
-  });
+  thread.on('exit', (code) => process.exit(code));
 }

@@ -1,4 +1,4 @@
-type ShutdownLog = { info: (o: object, m: string) => void; error: (o: object, m: string) => void; flush?: (cb: (err?: Error) => void) => void };
+export type ShutdownLog = { info: (o: object, m: string) => void; error: (o: object, m: string) => void; flush?: (cb: (err?: Error) => void) => void };
 
 /** Exits once the log's buffered lines are written: pino writes asynchronously, and exit would drop them. */
 function exitAfterFlush(log: ShutdownLog, code: number): void {

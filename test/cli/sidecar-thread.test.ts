@@ -2,9 +2,10 @@
 // it runs under, that it still governs and audits calls and exits 0 on SIGTERM, and how it fails when the
 // cap is too small for it.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { containerMemoryLimit, heapLimitsFor, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
 import { SETTING_DOCS } from '../../src/config/settings.js';
@@ -124,4 +125,11 @@ t.test('a bad GOV_SIDECAR_HEAP_MB is a bad setting; a cap below what the sidecar
   const tiny = await runCli(['sidecar'], cleanEnv({ GOV_SIDECAR_HEAP_MB: '16', GOV_EMBED_DB: join(dir, 'ledger'), GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort) }), 60_000);
   t.equal(tiny.code, 1, 'out of heap: exit 1 (the pod restarts it), not a hang');
   t.match(tiny.stderr, /GOV_SIDECAR_HEAP_MB/, 'the message names the setting to raise');
+});
+
+t.test('the bundle\'s code is Latin-1 throughout, so V8 holds each chunk at one byte per character', async (t) => {
+  const bundle = fileURLToPath(new URL('../../dist/sidecar-bundle/', import.meta.url));
+  const chunks = readdirSync(bundle).filter((f) => f.endsWith('.js'));
+  t.ok(chunks.length > 0, 'npm run build wrote the bundle');
+  for (const f of chunks) t.notMatch(readFileSync(join(bundle, f), 'utf8'), /[\u0100-\uffff]/, f);
 });

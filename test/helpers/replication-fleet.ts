@@ -110,12 +110,16 @@ export async function govern(sidecar: SidecarProcess, n: number, parallel = 8): 
   await Promise.all(Array.from({ length: parallel }, async () => {
     while (next < n) {
       next++;
+      // A failed call names the sidecar and carries the end of its output: a sidecar that stopped
+      // answering in CI is otherwise a bare ECONNREFUSED with no clue why.
       const res = await fetch(`${sidecar.apiUrl}/v1/runtime/validate`, {
         method: 'POST',
         headers: { authorization: `Bearer ${EMBED_TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify(workedExample()),
+      }).catch((e: Error) => {
+        throw new Error(`validate against ${sidecar.source} failed: ${e.message} (${String((e as { cause?: unknown }).cause ?? '')}); exit ${sidecar.child.exitCode ?? sidecar.child.signalCode ?? 'none yet'}; output: ${sidecar.out().slice(-4000)}`);
       });
-      if (res.status !== 200) throw new Error(`validate answered ${res.status}: ${await res.text()}`);
+      if (res.status !== 200) throw new Error(`validate against ${sidecar.source} answered ${res.status}: ${await res.text()}; output: ${sidecar.out().slice(-4000)}`);
       await res.arrayBuffer();
     }
   }));
