@@ -74,6 +74,19 @@ function asOutput(v: unknown): JsonObject {
   return isPlainObject(v) ? v : { result: v === undefined ? null : v };
 }
 
+/** The error message kept in a failed body's post-check: enough to tell failures apart, not a dump. */
+const FAILURE_MESSAGE_MAX = 500;
+
+/**
+ * The output a post-check records for a body that threw (docs/client.md, "A body that throws"): the
+ * error's class and message, so the pre-check's row is followed by one that says the call failed.
+ */
+function failureOutput(e: unknown): JsonObject {
+  const err = e instanceof Error ? e : null;
+  const message = err !== null ? err.message : typeof e === 'string' ? e : String(e);
+  return { error: { name: err?.name ?? typeof e, message: message.slice(0, FAILURE_MESSAGE_MAX) } };
+}
+
 /** What the wrapper does with a governance failure that is not a block: rethrow it, or warn and go on. */
 function tolerate(e: unknown, s: ClientSettings, what: string): void {
   if (e instanceof BlockedError) throw e;
@@ -151,6 +164,17 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     execution: { model, latency_ms: performance.now() - started },
     output: asOutput(value),
   });
+  const failedPostCheckBody = (pre: PreCheckResponse, started: number, e: unknown): PostCheckInput => ({
+    pre_check_envelope_id: pre.envelope_id,
+    execution: { model, latency_ms: performance.now() - started },
+    output: failureOutput(e),
+    metadata: { ...options.metadata, body_failed: true },
+  });
+  // The body's own error is what the caller gets: the failure's post-check never raises over it, a block
+  // included (there is no output to withhold), and a governance failure is only a warning.
+  const failureNotRecorded = (ge: unknown, s: ClientSettings): void => {
+    if (!(ge instanceof BlockedError)) s.onWarning(`${name} (post-check of a failed call) not governed: the governance call failed`, ge);
+  };
 
   async function governedCall(c: GovClient, self: unknown, args: unknown[], facts: WrappedCallFacts): Promise<unknown> {
     const s = c.settings;
@@ -182,8 +206,14 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
       tolerate(e, s, `${name} (pre-check)`);
     }
     const started = performance.now();
-    const value = await fn.apply(self, args);
-    // A pre-check that never reached the gateway has no row for a post-check to name.
+    let value: unknown;
+    try {
+      value = await fn.apply(self, args);
+    } catch (e) {
+      // A pre-check that never reached the gateway has no row for a post-check to name.
+      if (pre !== null) await decide('post_check', failedPostCheckBody(pre, started, e)).catch((ge: unknown) => failureNotRecorded(ge, s));
+      throw e;
+    }
     if (pre === null) return value;
     try {
       await decide('post_check', postCheckBody(pre, started, value));
@@ -240,11 +270,26 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
       }
       return value;
     };
-    const value = fn.apply(self, args);
+    const failed = (e: unknown): never => {
+      if (pre !== null) {
+        try {
+          decide('post_check', failedPostCheckBody(pre, started, e));
+        } catch (ge) {
+          failureNotRecorded(ge, s);
+        }
+      }
+      throw e;
+    };
+    let value: unknown;
+    try {
+      value = fn.apply(self, args);
+    } catch (e) {
+      failed(e);
+    }
     // A plain function that returned a promise: its value exists only later, so the result stays a promise.
     // The post-check then runs once the value has arrived (still through the worker: a queued pre-check's
     // post-check must follow it through the same queue).
-    if (isThenable(value)) return finish(Promise.resolve(value).then(after));
+    if (isThenable(value)) return finish(Promise.resolve(value).then(after, failed));
     return after(value);
   }
 

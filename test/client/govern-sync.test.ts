@@ -89,6 +89,34 @@ t.test('against an embedded gateway in a child process', async (t) => {
     t.same(d.seen.map((s) => s.phase), ['pre_check', 'post_check']);
   });
 
+  t.test('a synchronous body that throws: the same error, synchronously, after a post-check row of the failure', async (t) => {
+    const d = decisions();
+    const boom = new RangeError('no such order');
+    const f = govern((_args: { user: string; input: string }) => {
+      throw boom;
+    }, { agentId: 'support-bot', ...base, onDecision: d.onDecision });
+    let err: unknown = null;
+    try {
+      f({ user: 'u-3', input: 'order 5?' });
+    } catch (e) {
+      err = e;
+    }
+    t.equal(err, boom, 'thrown by the call itself, the very error');
+    t.same(d.seen.map((s) => s.phase), ['pre_check', 'post_check']);
+    const post = await row(d.seen[1].envelope_id);
+    t.equal(post.parent_envelope_id, d.seen[0].envelope_id);
+    t.same(post.payload.request.output, { error: { name: 'RangeError', message: 'no such order' } });
+  });
+
+  t.test('a plain function whose promise rejects: the rejection, after a post-check row of the failure', async (t) => {
+    const d = decisions();
+    const boom = new Error('later failure');
+    const f = govern(() => Promise.reject(boom), { agentId: 'support-bot', ...base, onDecision: d.onDecision });
+    t.equal(await f().then(() => null, (e: unknown) => e), boom);
+    t.same(d.seen.map((s) => s.phase), ['pre_check', 'post_check']);
+    t.same((await row(d.seen[1].envelope_id)).payload.request.output, { error: { name: 'Error', message: 'later failure' } });
+  });
+
   t.test('a host process that governed a synchronous call exits by itself', async (t) => {
     const entry = fileURLToPath(new URL('../../dist/client/index.js', import.meta.url));
     // A deadline, not a timing claim: a host kept alive by the worker would never exit on its own.

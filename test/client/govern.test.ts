@@ -120,15 +120,41 @@ t.test('against a real embedded gateway', async (t) => {
     await t.rejects(leak(), { name: 'BlockedError', phase: 'validate', outcome: 'block' });
   });
 
-  t.test('errors of the body propagate unchanged; no post-check follows', async (t) => {
+  t.test('a body that throws: its error propagates unchanged, and a post-check row records the failure', async (t) => {
+    const d = decisions();
+    const boom = new TypeError('order service unreachable');
+    const f = govern(async (_args: { user: string; input: string }) => {
+      throw boom;
+    }, { agentId: 'support-bot', client, onDecision: d.onDecision, metadata: { team: 'support' } });
+    const err = await f({ user: 'u-7', input: 'Where is order 99?' }).then(() => null, (e: unknown) => e);
+    t.equal(err, boom, 'the very error the body threw');
+    t.same(d.seen.map((s) => s.phase), ['pre_check', 'post_check']);
+    const post = await row(gw, d.seen[1].envelope_id);
+    t.equal(post.parent_envelope_id, d.seen[0].envelope_id, 'linked to the pre-check');
+    t.same(post.payload.request.output, { error: { name: 'TypeError', message: 'order service unreachable' } });
+    t.match(post.payload.request.metadata, { team: 'support', body_failed: true });
+  });
+
+  t.test('a body that throws in single-shot mode: the error propagates, no validate follows', async (t) => {
     const d = decisions();
     const boom = new Error('body failed');
     const f = govern(async () => {
       throw boom;
-    }, { agentId: 'support-bot', client, onDecision: d.onDecision });
-    const err = await f().then(() => null, (e: unknown) => e);
-    t.equal(err, boom);
-    t.same(d.seen.map((s) => s.phase), ['pre_check']);
+    }, { agentId: 'support-bot', client, mode: 'single-shot', onDecision: d.onDecision });
+    t.equal(await f().then(() => null, (e: unknown) => e), boom);
+    t.same(d.seen, []);
+  });
+
+  t.test('a body that throws an error its post-check blocks: the body\'s error still wins', async (t) => {
+    const warnings: string[] = [];
+    const d = decisions();
+    const boom = new Error(`upstream said: bad key ${AWS_KEY}`);
+    const f = govern(async () => {
+      throw boom;
+    }, { agentId: 'support-bot', client, onDecision: d.onDecision, onWarning: (m: string) => void warnings.push(m), raiseOnError: true });
+    t.equal(await f().then(() => null, (e: unknown) => e), boom, 'not a BlockedError: there is no output to withhold');
+    t.same(d.seen.map((s) => [s.phase, s.outcome]), [['pre_check', 'approve'], ['post_check', 'block']]);
+    t.same(warnings, [], 'a block is a decision, not a governance failure');
   });
 
   t.test('a refused governance request is swallowed with a warning, unless raiseOnError', async (t) => {
