@@ -3,7 +3,7 @@ import { BlockedError, GatewayUnavailableError } from '../contracts/client-error
 import { resolveClientSettings, type ClientSettings, type GovClientOptions } from './client-settings.js';
 import { ENV_KILL_SWITCH_REASON, GovClient, localDecision, type Phase, type PhaseTypes, type PostCheckInput, type PostCheckResponse, type PreCheckInput, type PreCheckResponse, type ValidateInput, type ValidateResponse } from './gov-client.js';
 import { sendSync } from './sync-bridge.js';
-import { clientTracer, clientTracerNow, startWrappedCall, type WrappedCallFacts } from './telemetry.js';
+import { clientTelemetry, clientTelemetryNow, startWrappedCall, type WrappedCallFacts } from './telemetry.js';
 
 export interface GovernOptions extends GovClientOptions {
   /** The governed agent (spec: `^[\w\-\.]+$`). */
@@ -225,7 +225,7 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
 
   async function tracedCall(c: GovClient, self: unknown, args: unknown[]): Promise<unknown> {
     const facts: WrappedCallFacts = { outcome: null, riskScore: null, validationMs: 0 };
-    const end = startWrappedCall(await clientTracer(), options.agentId);
+    const end = startWrappedCall(await clientTelemetry(), options.agentId);
     try {
       return await governedCall(c, self, args, facts);
     } finally {
@@ -297,7 +297,7 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     const s = (settings ??= options.client?.settings ?? resolveClientSettings(options));
     if (!s.enabled) return fn.apply(self, args);
     const facts: WrappedCallFacts = { outcome: null, riskScore: null, validationMs: 0 };
-    const end = startWrappedCall(clientTracerNow(), options.agentId);
+    const end = startWrappedCall(clientTelemetryNow(), options.agentId);
     let pending = false;
     try {
       return governedSync(s, self, args, facts, (p) => {
