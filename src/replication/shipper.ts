@@ -10,6 +10,7 @@ import { readAuditRow } from '../ledger/row-reader.js';
 import { ProbeFailure, type HealthCheck } from '../runtime/health.js';
 import { AppError } from '../server/app-error.js';
 import type { GovMetrics } from '../telemetry/metrics.js';
+import { HeadSightings } from './head-sightings.js';
 
 const gzip = promisify(gzipCallback);
 
@@ -71,6 +72,7 @@ export class ReplicationShipper {
   private last: { reason: FailureReason | null; roundTripMs: number } | null = null;
   private backlogRows = 0;
   private lagSeconds = 0;
+  private readonly sightings = new HeadSightings();
   private readonly clock: () => Date;
   /** Calls waiting for their row to be acknowledged (GOV_LEDGER_DURABILITY=central), in no order. */
   private readonly waiters = new Set<{ seq: number; done: (acknowledged: boolean) => void }>();
@@ -314,11 +316,20 @@ export class ReplicationShipper {
 
   private async updateGauges(): Promise<void> {
     const head = await this.opts.ledger.head();
+    const now = this.clock().getTime();
+    this.sightings.saw(head.seq, now);
+    this.sightings.forget(this.cursor);
     this.backlogRows = Math.max(0, head.seq - this.cursor);
     this.opts.metrics.replicationBacklog.set(this.backlogRows);
     this.alarmBacklog();
     const next = await this.opts.ledger.readRows!(this.cursor, 1);
-    const lagMs = next.length === 0 ? 0 : this.clock().getTime() - Date.parse(readAuditRow(next[0].bytes, next[0].seq).timestamp);
+    let lagMs = 0;
+    if (next.length > 0) {
+      // From the row's own time, or from the last sighting of the ledger without it (it arrived after
+      // that), whichever is later: a replayed call's old timestamp is not a lag of the link.
+      const since = Math.max(Date.parse(readAuditRow(next[0].bytes, next[0].seq).timestamp), this.sightings.before(next[0].seq) ?? -Infinity);
+      lagMs = now - since;
+    }
     this.lagSeconds = Math.max(0, lagMs) / 1000;
     this.opts.metrics.replicationLag.set(this.lagSeconds);
   }

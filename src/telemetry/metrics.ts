@@ -39,7 +39,7 @@ export class GovMetrics {
   /** Central gateway: batches refused because they would break a source chain (the alarm). */
   readonly ingestRejected = new Counter({ name: 'gov_replication_ingest_rejected_total', help: 'Replicated batches refused on ingest, by reason (chain_break, gap, conflict, foreign_source, malformed); any is an alarm', labelNames: ['reason'], registers: [this.registry] });
   /** Sidecar: how far replication to the central store is behind. */
-  readonly replicationLag = new Gauge({ name: 'gov_replication_lag_seconds', help: 'Age of the oldest ledger row not yet acknowledged by the central store (0 when caught up)', registers: [this.registry] });
+  readonly replicationLag = new Gauge({ name: 'gov_replication_lag_seconds', help: 'Age of the oldest ledger row not yet acknowledged by the central store, from its timestamp or its arrival when later (0 when caught up)', registers: [this.registry] });
   readonly replicationBacklog = new Gauge({ name: 'gov_replication_backlog_rows', help: 'Ledger rows not yet acknowledged by the central store', registers: [this.registry] });
   readonly replicationBacklogLimit = new Gauge({ name: 'gov_replication_backlog_limit_rows', help: 'GOV_REPLICATION_MAX_BACKLOG_ROWS: the backlog at which new calls are refused (0: unbounded)', registers: [this.registry] });
   readonly replicationShipped = new Counter({ name: 'gov_replication_shipped_rows_total', help: 'Ledger rows acknowledged by the central store', registers: [this.registry] });

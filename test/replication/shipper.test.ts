@@ -110,6 +110,29 @@ t.test('shipper against an in-process central gateway', async (t) => {
     t.equal(await pending, false, 'close releases every waiter');
   });
 
+  t.test('a row replayed with its original timestamp is not replication lag: the lag counts from its arrival', async (t) => {
+    const local = openMemoryStorage({ source: 'sidecar@replay' });
+    const metrics = new GovMetrics();
+    const { logger } = captureLogger('info');
+    // Unreachable central store: the row stays unshipped and the gauges are refreshed at every attempt.
+    // The shipper reads the clock only when it refreshes its gauges, after reading the ledger's head.
+    let refreshes = 0;
+    const clock = () => {
+      refreshes++;
+      return new Date();
+    };
+    const s = new ReplicationShipper({ ledger: local.ledger, kv: local.kv, source: 'sidecar@replay', settings: settings('http://127.0.0.1:9', { delayMs: 5, retryMaxMs: 20 }), metrics, logger, clock });
+    s.start();
+    t.teardown(() => s.close());
+    await until('the shipper to have seen the ledger empty', async () => (refreshes > 0 ? true : undefined));
+    const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
+    await local.ledger.append(entry({ timestamp: hourAgo }));
+    await until('the backlog to count the replayed row', async () => ((await metric(metrics, 'gov_replication_backlog_rows')) === 1 ? true : undefined));
+    const lag = await metric(metrics, 'gov_replication_lag_seconds');
+    t.ok(lag < 60, `lag ${lag} s: from the row's arrival, not from its hour-old timestamp`);
+    t.ok(lag > 0, 'still a lag: the row is not shipped');
+  });
+
   t.test('a wrong key is a client error, retried', async (t) => {
     const local = await withRows('sidecar@four', 2);
     const { s, metrics } = shipper(local, 'sidecar@four', gw, { key: 'wrong-key-0123456789' });
