@@ -18,8 +18,9 @@ export class HeadSightings {
     this.times.push(atMs);
     if (this.seqs.length > MAX_SIGHTINGS) {
       // Dropping a sighting only makes "the last one before a row" earlier: a lag read from it can come
-      // out longer than it was, never shorter. The newest is kept.
-      const keep = (_: number, i: number, a: number[]) => i % 2 === 1 || i === a.length - 1;
+      // out longer than it was, never shorter. The oldest (what the oldest unshipped row reads) and the
+      // newest are kept.
+      const keep = (_: number, i: number, a: number[]) => i % 2 === 0 || i === a.length - 1;
       this.seqs = this.seqs.filter(keep);
       this.times = this.times.filter(keep);
     }

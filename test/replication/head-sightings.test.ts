@@ -27,6 +27,7 @@ t.test('past its bound it thins out, and a bound read from it can only be earlie
   const h = new HeadSightings();
   for (let i = 1; i <= 3_000; i++) h.saw(i, i * 10);
   t.equal(h.before(3_001), 30_000, 'the newest sighting is kept');
+  t.equal(h.before(2), 10, 'and the oldest');
   const b = h.before(1_500)!;
   t.ok(b <= 14_990 && b > 0, `row 1500 bounded by an earlier sighting (${b})`);
 });
