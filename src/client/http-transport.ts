@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { GatewayRequestError, GatewayUnavailableError, GatewayVersionError } from '../contracts/client-errors.js';
 import { SDK_VERSION } from './client-settings.js';
 
@@ -31,6 +31,22 @@ interface ErrorBodyShape {
   error?: { code?: unknown; message?: unknown; details?: unknown };
 }
 
+/**
+ * One undici Agent per timeout value, shared by every transport that uses it: its connect timeout is the
+ * attempt's. The attempt's other bounds are undici's per-request header and body timeouts, not an
+ * AbortSignal: undici's signal handling (an abort listener added and removed per request) cost ~7 % of a
+ * governed call against an in-process gateway (docs/performance.md, "Client wrapper overhead").
+ */
+const agents = new Map<number, Agent>();
+function agentFor(timeoutMs: number): Agent {
+  let a = agents.get(timeoutMs);
+  if (a === undefined) agents.set(timeoutMs, (a = new Agent({ connect: { timeout: timeoutMs } })));
+  return a;
+}
+
+/** undici's own timeouts: connecting, waiting for the answer's headers, a pause in its body. */
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
 function parseJson(text: string): unknown {
   try {
     return text.length === 0 ? undefined : JSON.parse(text);
@@ -50,8 +66,10 @@ export class HttpTransport {
   private readonly headers: Record<string, string>;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
+  private readonly agent: Agent;
 
   constructor(private readonly o: TransportOptions) {
+    this.agent = agentFor(o.timeoutMs);
     this.headers = { 'content-type': 'application/json', 'user-agent': `gov-gateway-client/${SDK_VERSION}` };
     if (o.apiKey !== null) {
       // The full gateway reads X-Gov-Token only and the embedded one the bearer only (spec, Authentication).
@@ -74,7 +92,7 @@ export class HttpTransport {
     for (let attempt = 1; ; attempt++) {
       let wait: number;
       try {
-        const res = await request(this.o.url + path, { method, headers, body: payload, signal: AbortSignal.timeout(this.o.timeoutMs) });
+        const res = await request(this.o.url + path, { method, headers, body: payload, dispatcher: this.agent, headersTimeout: this.o.timeoutMs, bodyTimeout: this.o.timeoutMs });
         const text = await res.body.text();
         if (res.statusCode >= 200 && res.statusCode < 300) return parseJson(text);
         const err = (parseJson(text) as ErrorBodyShape | undefined)?.error;
@@ -95,7 +113,7 @@ export class HttpTransport {
         wait = after ?? this.backoff(attempt);
       } catch (e) {
         if (e instanceof GatewayVersionError || e instanceof GatewayRequestError || e instanceof GatewayUnavailableError) throw e;
-        const timedOut = (e as Error).name === 'TimeoutError' || (e as Error).name === 'AbortError';
+        const timedOut = TIMEOUT_CODES.has((e as { code?: string }).code ?? '');
         last = { status: null, message: timedOut ? `no answer within ${this.o.timeoutMs} ms` : (e as Error).message, cause: e };
         wait = this.backoff(attempt);
       }

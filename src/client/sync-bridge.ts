@@ -10,7 +10,8 @@ import { rebuildError, type WorkerClientOptions, type WorkerRequest, type Worker
  * on a SharedArrayBuffer, the answer read with receiveMessageOnPort) while a worker thread makes the HTTP
  * call with the client's own transport (sync-worker.ts). The worker starts on the first call that needs
  * the network and is unreferenced by synckit, so it never keeps the host process alive. The wait is
- * bounded by the transport itself: timeoutMs per attempt, retries + 1 attempts.
+ * bounded by the transport itself: timeoutMs per attempt for each of connecting, the headers and any
+ * pause in the body (undici's timers, up to a second late), retries + 1 attempts.
  */
 
 /**

@@ -131,6 +131,20 @@ t.test('an answer slower than timeoutMs counts as unavailable', async (t) => {
   await t.rejects(client.validate({ agent_id: 'a', execution: { model: 'm' }, output: {} }), { name: 'GatewayUnavailableError', message: /no answer within 50 ms/, attempts: 2 });
 });
 
+t.test('an answer whose body stalls past timeoutMs counts as unavailable too', async (t) => {
+  // Headers and the start of a body, then nothing: a pause in the body ends the attempt.
+  const { createServer } = await import('node:http');
+  const stalling = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write('{"envelope_id":');
+  });
+  await new Promise<void>((resolve) => stalling.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => { stalling.closeAllConnections(); stalling.close(() => resolve()); }));
+  const url = `http://127.0.0.1:${(stalling.address() as { port: number }).port}`;
+  const client = new GovClient({ gatewayUrl: url, env: {}, failureMode: 'closed', timeoutMs: 50, retries: 1 }, recordedSleeps());
+  await t.rejects(client.validate({ agent_id: 'a', execution: { model: 'm' }, output: {} }), { name: 'GatewayUnavailableError', message: /no answer within 50 ms/, attempts: 2 });
+});
+
 t.test('a stopped gateway: closed raises, open warns and answers a local pending decision', async (t) => {
   const url = await closedPortUrl();
   const closed = new GovClient({ gatewayUrl: url, env: {}, failureMode: 'closed' }, recordedSleeps());
