@@ -159,17 +159,14 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     execution: { model, latency_ms: performance.now() - started },
     output: asOutput(value),
   });
-  const postCheckBody = (pre: PreCheckResponse, started: number, value: unknown): PostCheckInput => ({
+  const postCheckBody = (pre: PreCheckResponse, started: number, output: JsonObject, metadata?: JsonObject): PostCheckInput => ({
     pre_check_envelope_id: pre.envelope_id,
     execution: { model, latency_ms: performance.now() - started },
-    output: asOutput(value),
+    output,
+    ...(metadata !== undefined ? { metadata } : {}),
   });
-  const failedPostCheckBody = (pre: PreCheckResponse, started: number, e: unknown): PostCheckInput => ({
-    pre_check_envelope_id: pre.envelope_id,
-    execution: { model, latency_ms: performance.now() - started },
-    output: failureOutput(e),
-    metadata: { ...options.metadata, body_failed: true },
-  });
+  const failedPostCheckBody = (pre: PreCheckResponse, started: number, e: unknown): PostCheckInput =>
+    postCheckBody(pre, started, failureOutput(e), { ...options.metadata, body_failed: true });
   // The body's own error is what the caller gets: the failure's post-check never raises over it, a block
   // included (there is no output to withhold), and a governance failure is only a warning.
   const failureNotRecorded = (ge: unknown, s: ClientSettings): void => {
@@ -216,7 +213,7 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
     }
     if (pre === null) return value;
     try {
-      await decide('post_check', postCheckBody(pre, started, value));
+      await decide('post_check', postCheckBody(pre, started, asOutput(value)));
     } catch (e) {
       tolerate(e, s, `${name} (post-check)`);
     }
@@ -264,7 +261,7 @@ export function govern<F extends (...args: any[]) => unknown>(fn: F, options: Go
       try {
         if (!twoPhase) decide('validate', validateBody(caller, started, value));
         // A pre-check that never reached the gateway has no row for a post-check to name.
-        else if (pre !== null) decide('post_check', postCheckBody(pre, started, value));
+        else if (pre !== null) decide('post_check', postCheckBody(pre, started, asOutput(value)));
       } catch (e) {
         tolerate(e, s, `${name} (${twoPhase ? 'post-check' : 'validate'})`);
       }
