@@ -72,5 +72,6 @@ VOLUME ["/var/lib/gov"]
 EXPOSE 8000 8765 15080 8443
 # No HEALTHCHECK: Kubernetes ignores it (the chart and the injector declare probes), and one command cannot
 # know which mode, port and scheme a container runs.
-ENTRYPOINT ["tini", "--", "node", "/app/dist/cli/main.js"]
+# gov itself, not `node gov`: its shell preamble starts node with the sidecar's heap flags (src/cli/main.ts).
+ENTRYPOINT ["tini", "--", "/app/dist/cli/main.js"]
 CMD ["--help"]

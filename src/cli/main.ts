@@ -1,6 +1,23 @@
-#!/usr/bin/env node
+#!/bin/sh
+':' /*
+# `gov` begins as a shell script: the shell runs these lines, JavaScript sees a string and a comment.
+# V8 sizes an isolate only when it is created, so `gov sidecar` asks this file, run by node, for the heap
+# flags its settings and the container's memory limit call for (config/heap-limits.ts), and starts node
+# with them: the sidecar then serves on the main thread, with no second isolate for a sizing thread.
+# glibc reads MALLOC_ARENA_MAX only at process start: two arenas instead of one per thread that mallocs.
+# Every other mode, and `node dist/cli/main.js ...` itself, runs as plain JavaScript.
+if [ "$1" = sidecar ] && [ -z "${GOV_SIDECAR_V8_SIZED:-}" ]; then
+  flags=$(GOV_SIDECAR_V8_SIZED=query node "$0" sidecar) && [ -n "$flags" ] && {
+    GOV_SIDECAR_V8_SIZED=1
+    MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
+    export GOV_SIDECAR_V8_SIZED MALLOC_ARENA_MAX
+    exec node $flags "$0" "$@"
+  }
+fi
+exec node "$0" "$@"
+*/;
 import { parseArgs } from 'node:util';
-import { HeapSettingError } from '../config/heap-limits.js';
+import { HeapSettingError, LAUNCHER_SIZED_ENV, sidecarNodeFlags } from '../config/heap-limits.js';
 import type { Mode } from '../config/settings.js';
 import { onSignals } from './signals.js';
 
@@ -110,6 +127,10 @@ async function policyCommand(argv: string[]): Promise<number> {
 }
 
 async function main(argv: string[]): Promise<void> {
+  if (process.env[LAUNCHER_SIZED_ENV] === 'query') {
+    process.stdout.write(argv[0] === 'sidecar' ? sidecarNodeFlags(process.env).join(' ') : '');
+    return;
+  }
   if (argv[0] === 'policy') {
     process.exitCode = await policyCommand(argv.slice(1));
     return;

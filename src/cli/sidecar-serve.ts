@@ -1,5 +1,6 @@
 import { getHeapStatistics } from 'node:v8';
 import { isMainThread, resourceLimits } from 'node:worker_threads';
+import { LAUNCHER_SIZED_ENV } from '../config/heap-limits.js';
 import { loadSettings } from '../config/settings.js';
 import { composeSidecar } from '../compose/sidecar.js';
 import { handOverGeneratedToken } from './generated-token.js';
@@ -39,8 +40,8 @@ export async function serveSidecar(): Promise<ServingSidecar> {
 }
 
 /** The V8 limits this sidecar runs under, as logged at start (and read by test/cli/sidecar-thread.test.ts). */
-function heapReport(): { thread: boolean; max_old_generation_mb?: number; max_young_generation_mb?: number; heap_size_limit_mb: number } {
+function heapReport(): { thread: boolean; sized_by: 'thread' | 'launcher' | 'node'; max_old_generation_mb?: number; max_young_generation_mb?: number; heap_size_limit_mb: number } {
   const limit = Math.round(getHeapStatistics().heap_size_limit / (1024 * 1024));
-  if (isMainThread) return { thread: false, heap_size_limit_mb: limit };
-  return { thread: true, max_old_generation_mb: resourceLimits.maxOldGenerationSizeMb, max_young_generation_mb: resourceLimits.maxYoungGenerationSizeMb, heap_size_limit_mb: limit };
+  if (isMainThread) return { thread: false, sized_by: process.env[LAUNCHER_SIZED_ENV] === '1' ? 'launcher' : 'node', heap_size_limit_mb: limit };
+  return { thread: true, sized_by: 'thread', max_old_generation_mb: resourceLimits.maxOldGenerationSizeMb, max_young_generation_mb: resourceLimits.maxYoungGenerationSizeMb, heap_size_limit_mb: limit };
 }

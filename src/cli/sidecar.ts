@@ -1,6 +1,6 @@
 import { existsSync, writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
-import { applySidecarV8Flags, sidecarHeapLimits } from '../config/heap-limits.js';
+import { applySidecarV8Flags, LAUNCHER_SIZED_ENV, sidecarHeapLimits } from '../config/heap-limits.js';
 import { onSignals } from './signals.js';
 
 /** The message the main thread sends the sidecar's thread on SIGTERM/SIGINT. */
@@ -25,10 +25,14 @@ function sidecarModule(name: 'sidecar-thread' | 'sidecar-serve'): URL {
  * memory limit (config/heap-limits.ts): Node's own sizing let the young generation alone take ~48 MB, and
  * V8 takes its sizing only when an isolate is created, so a process cannot shrink its own heap after
  * start. The main thread loads nothing of the sidecar (its isolate stays at a few MB), forwards signals,
- * and exits with the thread's exit code. GOV_SIDECAR_HEAP_MB=0 serves on the main thread instead.
+ * and exits with the thread's exit code. The `gov` launcher (cli/main.ts's shell preamble) starts node
+ * with the same sizing as flags instead, and then the sidecar serves on the main thread: one isolate less,
+ * ~8 MB (docs/performance.md, "Session 17"). GOV_SIDECAR_HEAP_MB=0 serves on the main thread with Node's
+ * own sizing.
  */
 export async function runSidecar(): Promise<void> {
-  const limits = sidecarHeapLimits(process.env);
+  // Started by the `gov` launcher with sidecarNodeFlags(): this isolate is already sized.
+  const limits = process.env[LAUNCHER_SIZED_ENV] === '1' ? null : sidecarHeapLimits(process.env);
   applySidecarV8Flags();
   if (limits === null) {
     const { serveSidecar } = (await import(sidecarModule('sidecar-serve').href)) as typeof import('./sidecar-serve.js');

@@ -25,13 +25,13 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
     name: 'GOV_SIDECAR_HEAP_MB',
     modes: ['sidecar'],
     default: 'half the container memory limit (64-2048), 64 without a limit',
-    help: 'V8 old-generation cap of the thread the sidecar runs in; 0 runs it on the main thread with Node\'s own sizing (NODE_OPTIONS applies)',
+    help: 'V8 old-generation cap of the sidecar (the gov launcher\'s --max-old-space-size, or its sizing thread\'s under `node dist/cli/main.js`); 0 serves on the main thread with Node\'s own sizing (NODE_OPTIONS applies)',
   },
   {
     name: 'GOV_SIDECAR_YOUNG_MB',
     modes: ['sidecar'],
     default: '6',
-    help: 'V8 young generation of the sidecar\'s thread (two semi-spaces of a third each): larger costs memory and saves CPU (12: ~+9 MB, ~6 % less CPU a call)',
+    help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and saves CPU (12: ~+9 MB, ~6 % less CPU a call)',
   },
 ];
 
@@ -120,6 +120,35 @@ export function heapLimitsFor(limitBytes: number | null): HeapLimits {
     ? DEFAULT_OLD_GENERATION_MB
     : Math.min(MAX_OLD_GENERATION_MB, Math.max(MIN_OLD_GENERATION_MB, Math.floor(limitBytes / (2 * 1024 * 1024))));
   return { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: old };
+}
+
+/**
+ * Set by the `gov` launcher (cli/main.ts's shell preamble) on the node it starts for `gov sidecar`: '1'
+ * when that node's command line already carries sidecarNodeFlags(), so the sidecar serves on the main
+ * thread, sized at start; 'query' when the launcher only asks for the flags.
+ */
+export const LAUNCHER_SIZED_ENV = 'GOV_SIDECAR_V8_SIZED';
+
+/**
+ * The node command-line flags that size the process's own isolate like the thread's limits: a launcher
+ * can pass them (V8 takes sizing only when an isolate is created), and then the sidecar needs no thread
+ * and no second isolate. A semi-space is a third of the young generation, as Worker resourceLimits split
+ * it. Empty when the sidecar should not be sized this way: GOV_SIDECAR_HEAP_MB=0 (Node's own sizing), or a
+ * setting that does not parse (the sidecar then starts unsized and reports it as it would without the
+ * launcher).
+ */
+export function sidecarNodeFlags(env: NodeJS.ProcessEnv, limitBytes: () => number | null = () => containerMemoryLimit()): string[] {
+  let limits: HeapLimits | null;
+  try {
+    limits = sidecarHeapLimits(env, limitBytes);
+  } catch {
+    return [];
+  }
+  if (limits === null) return [];
+  return [
+    `--max-old-space-size=${limits.maxOldGenerationSizeMb}`,
+    `--max-semi-space-size=${Math.max(1, Math.floor(limits.maxYoungGenerationSizeMb / 3))}`,
+  ];
 }
 
 export class HeapSettingError extends Error {

@@ -4,10 +4,10 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
-import { containerMemoryLimit, heapLimitsFor, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
+import { containerMemoryLimit, heapLimitsFor, sidecarNodeFlags, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { CLI, freePort, runCli } from '../helpers/gov-process.js';
@@ -15,6 +15,7 @@ import { openAiCompletion, startMockUpstream } from '../helpers/mock-upstreams.j
 
 interface Heap {
   thread: boolean;
+  sized_by: 'thread' | 'launcher' | 'node';
   max_old_generation_mb?: number;
   max_young_generation_mb?: number;
   heap_size_limit_mb: number;
@@ -27,11 +28,20 @@ function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   return { ...base, GOV_ENV: 'test', ...env };
 }
 
+/** The launcher finds node on PATH, as `#!/usr/bin/env node` would: this test's node first. */
+function launcherEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ''}` };
+}
+
 /** Starts `gov sidecar`, waits for its start log line, and returns the heap it reports there. */
-async function start(t: Test, env: Record<string, string>) {
+async function start(t: Test, env: Record<string, string>, how: 'node' | 'launcher' = 'node') {
   const apiPort = await freePort();
   const proxyPort = await freePort();
-  const child = spawn(process.execPath, [CLI, 'sidecar'], { env: cleanEnv({ GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort), ...env }), stdio: ['ignore', 'pipe', 'pipe'] });
+  const childEnv = cleanEnv({ GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort), ...env });
+  // The launcher is dist/cli/main.js run as a program, as the image's entrypoint and npm's `gov` run it.
+  const child = how === 'node'
+    ? spawn(process.execPath, [CLI, 'sidecar'], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(CLI, ['sidecar'], { env: launcherEnv(childEnv), stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => void child.kill('SIGKILL'));
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -58,7 +68,7 @@ t.test('by default the sidecar runs in a thread sized from the container\'s memo
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger') });
   const want = heapLimitsFor(containerMemoryLimit());
-  t.same(p.heap.thread, true);
+  t.same({ thread: p.heap.thread, sized_by: p.heap.sized_by }, { thread: true, sized_by: 'thread' });
   t.equal(p.code, 'bundle', 'the thread runs the bundle npm run build wrote (build/sidecar-bundle.ts), not dist/\'s modules');
   t.equal(p.heap.max_old_generation_mb, want.maxOldGenerationSizeMb, 'the cgroup this test runs in decides, as it would in a pod');
   t.equal(p.heap.max_young_generation_mb, YOUNG_GENERATION_MB);
@@ -108,7 +118,7 @@ t.test('GOV_SIDECAR_HEAP_MB=0 serves on the main thread with Node\'s own sizing'
   const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-thread-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_SIDECAR_HEAP_MB: '0' });
-  t.same(p.heap.thread, false);
+  t.same({ thread: p.heap.thread, sized_by: p.heap.sized_by }, { thread: false, sized_by: 'node' });
   t.equal(p.code, 'bundle', 'the main thread loads the same bundle');
   p.child.kill('SIGTERM');
   t.equal(await p.exited, 0);
@@ -125,6 +135,79 @@ t.test('a bad GOV_SIDECAR_HEAP_MB is a bad setting; a cap below what the sidecar
   const tiny = await runCli(['sidecar'], cleanEnv({ GOV_SIDECAR_HEAP_MB: '16', GOV_EMBED_DB: join(dir, 'ledger'), GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort) }), 60_000);
   t.equal(tiny.code, 1, 'out of heap: exit 1 (the pod restarts it), not a hang');
   t.match(tiny.stderr, /GOV_SIDECAR_HEAP_MB/, 'the message names the setting to raise');
+});
+
+/** Governs `n` chat calls through the sidecar and returns their post-check envelope ids. */
+async function governCalls(t: Test, proxyUrl: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = await fetch(`${proxyUrl}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-launcher-test' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Say hello ${i}` }] }),
+    });
+    t.equal(r.status, 200);
+    await r.arrayBuffer();
+    ids.push(r.headers.get('x-gov-envelope-id')!);
+  }
+  return ids;
+}
+
+t.test('run as a program, `gov sidecar` starts node with heap flags and serves on its main thread; calls are governed and SIGTERM exits 0', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-launcher-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const mock = await startMockUpstream(() => ({ json: openAiCompletion('Hello from the upstream.') }));
+  t.teardown(() => mock.close());
+  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_UPSTREAM_OPENAI: mock.url, GOV_AGENT_ID: 'launcher-agent', GOV_EMBED_TOKEN: 'launcher-token' }, 'launcher');
+  const want = heapLimitsFor(containerMemoryLimit());
+  t.same({ thread: p.heap.thread, sized_by: p.heap.sized_by }, { thread: false, sized_by: 'launcher' });
+  t.equal(p.code, 'bundle');
+  t.ok(p.heap.heap_size_limit_mb <= want.maxOldGenerationSizeMb + want.maxYoungGenerationSizeMb + 8, `V8 reports a heap limit of ${p.heap.heap_size_limit_mb} MB, not Node's default`);
+  // exec, not a child: the process the caller started is the node that serves, with the flags and the arena cap.
+  const cmdline = readFileSync(`/proc/${p.child.pid}/cmdline`, 'utf8').split('\0');
+  t.same(cmdline.filter((a) => a.startsWith('--max-')), sidecarNodeFlags({}));
+  t.ok(readFileSync(`/proc/${p.child.pid}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=2'), 'glibc\'s arenas capped');
+
+  const ids = await governCalls(t, p.proxyUrl, 10);
+  const verify = await fetch(`${p.apiUrl}/v1/audit/chain/verify`, { headers: { authorization: 'Bearer launcher-token' } });
+  t.match(await verify.json(), { valid: true });
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0);
+  const storage = await openLmdbStorage(join(dir, 'ledger'));
+  t.teardown(() => storage.close());
+  for (const id of ids) t.equal((await storage.ledger.get(id))?.phase, 'post_check');
+});
+
+t.test('the launcher follows the sizing settings: GOV_SIDECAR_HEAP_MB/YOUNG_MB become the flags, 0 leaves Node\'s sizing, a bad value is a bad setting', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-launcher-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const sized = await start(t, { GOV_EMBED_DB: join(dir, 'a'), GOV_SIDECAR_HEAP_MB: '72', GOV_SIDECAR_YOUNG_MB: '9', MALLOC_ARENA_MAX: '4' }, 'launcher');
+  t.equal(sized.heap.sized_by, 'launcher');
+  t.ok(sized.heap.heap_size_limit_mb <= 72 + 9 + 8 && sized.heap.heap_size_limit_mb >= 72, `heap limit ${sized.heap.heap_size_limit_mb} MB`);
+  t.same(readFileSync(`/proc/${sized.child.pid}/cmdline`, 'utf8').split('\0').filter((a) => a.startsWith('--max-')), ['--max-old-space-size=72', '--max-semi-space-size=3']);
+  t.ok(readFileSync(`/proc/${sized.child.pid}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=4'), 'an operator\'s MALLOC_ARENA_MAX is kept');
+  sized.child.kill('SIGTERM');
+  t.equal(await sized.exited, 0);
+
+  const unsized = await start(t, { GOV_EMBED_DB: join(dir, 'b'), GOV_SIDECAR_HEAP_MB: '0' }, 'launcher');
+  t.same({ thread: unsized.heap.thread, sized_by: unsized.heap.sized_by }, { thread: false, sized_by: 'node' });
+  unsized.child.kill('SIGTERM');
+  t.equal(await unsized.exited, 0);
+
+  const bad = spawn(CLI, ['sidecar'], { env: launcherEnv(cleanEnv({ GOV_SIDECAR_HEAP_MB: 'lots' })), stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  bad.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const code = await new Promise<number | null>((resolve) => bad.once('close', resolve));
+  t.equal(code, 1);
+  t.match(err, /^gov: bad setting GOV_SIDECAR_HEAP_MB: /);
+});
+
+t.test('the launcher runs every other mode as plain node', async (t) => {
+  const help = spawn(CLI, ['embedded', '--help'], { env: launcherEnv(cleanEnv({})), stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  help.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  t.equal(await new Promise<number | null>((resolve) => help.once('close', resolve)), 0);
+  t.match(out, /^Usage: gov embedded\n/);
 });
 
 t.test('the bundle\'s code is Latin-1 throughout, so V8 holds each chunk at one byte per character', async (t) => {

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import t, { type Test } from 'tap';
 import { runModuleScript } from '../helpers/child-node.js';
-import { containerMemoryLimit, DEFAULT_OLD_GENERATION_MB, heapLimitsFor, sidecarHeapLimits, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
+import { containerMemoryLimit, DEFAULT_OLD_GENERATION_MB, heapLimitsFor, sidecarHeapLimits, sidecarNodeFlags, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
 
 const MIB = 1024 * 1024;
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -64,6 +64,16 @@ t.test('GOV_SIDECAR_HEAP_MB overrides the container, and 0 means no thread', asy
   for (const bad of ['abc', '-5', '8', '1.5', '100000']) {
     t.throws(() => sidecarHeapLimits({ GOV_SIDECAR_HEAP_MB: bad }, limit), { name: 'HeapSettingError', message: /^GOV_SIDECAR_HEAP_MB: / }, bad);
   }
+});
+
+t.test('the launcher\'s node flags carry the same limits; none for Node\'s own sizing or a setting that does not parse', async (t) => {
+  const limit = () => 160 * MIB;
+  t.same(sidecarNodeFlags({}, limit), ['--max-old-space-size=80', `--max-semi-space-size=${YOUNG_GENERATION_MB / 3}`]);
+  t.same(sidecarNodeFlags({}, () => null), [`--max-old-space-size=${DEFAULT_OLD_GENERATION_MB}`, `--max-semi-space-size=${YOUNG_GENERATION_MB / 3}`]);
+  t.same(sidecarNodeFlags({ GOV_SIDECAR_HEAP_MB: '96', GOV_SIDECAR_YOUNG_MB: '12' }, limit), ['--max-old-space-size=96', '--max-semi-space-size=4']);
+  t.same(sidecarNodeFlags({ GOV_SIDECAR_YOUNG_MB: '4' }, limit), ['--max-old-space-size=80', '--max-semi-space-size=1'], 'never a semi-space of 0');
+  t.same(sidecarNodeFlags({ GOV_SIDECAR_HEAP_MB: '0' }, limit), []);
+  t.same(sidecarNodeFlags({ GOV_SIDECAR_HEAP_MB: 'lots' }, limit), [], 'the sidecar starts unsized and reports the setting itself');
 });
 
 // undici's HTTP parser is WebAssembly; its optimising recompile at the first burst of calls was the sidecar's

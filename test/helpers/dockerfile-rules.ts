@@ -96,7 +96,8 @@ export function dockerfileProblems(dockerfileText: string, dockerignoreText: str
   else if (Number(uid[1]) === 0) problems.push('the last stage runs as root');
   else if (Number(uid[1]) !== facts.sidecarUid) problems.push(`USER ${uid[1]} is not the injector's sidecar UID ${facts.sidecarUid}`);
 
-  // The entrypoint: tini, then gov, in exec form (a shell in between would eat SIGTERM).
+  // The entrypoint: tini, then gov, in exec form (a shell in between would eat SIGTERM). gov is run as a
+  // program, not by `node`: its preamble execs node with the sidecar's heap flags (cli/main.ts).
   const entries = last.instructions.filter((i) => i.keyword === 'ENTRYPOINT');
   const entry = entries.length === 0 ? null : execForm(entries[entries.length - 1].args);
   const workdir = workdirAt(last);
@@ -104,7 +105,7 @@ export function dockerfileProblems(dockerfileText: string, dockerignoreText: str
   if (entry === null) problems.push('ENTRYPOINT must be in exec (JSON) form');
   else {
     if (!/(^|\/)tini$/.test(entry[0] ?? '')) problems.push(`ENTRYPOINT must start with tini (signal forwarding, reaping), found ${entry[0]}`);
-    if (JSON.stringify(entry.slice(1)) !== JSON.stringify(['--', 'node', govPath])) problems.push(`ENTRYPOINT must run ["tini", "--", "node", "${govPath}"] so that args: [sidecar] selects the mode, found ${JSON.stringify(entry)}`);
+    if (JSON.stringify(entry.slice(1)) !== JSON.stringify(['--', govPath])) problems.push(`ENTRYPOINT must run ["tini", "--", "${govPath}"] so that args: [sidecar] selects the mode and gov's launcher sizes the sidecar's heap, found ${JSON.stringify(entry)}`);
   }
   if (!runs(last).some((r) => /\bapt-get\s+install\b.*\btini\b/.test(r))) problems.push('the last stage does not install tini');
 

@@ -110,9 +110,10 @@ interface Started {
 
 /** `gov <args>` as the entrypoint runs it, from WORKDIR; resolves once `lines` listening addresses are printed. */
 async function startGov(t: Test, args: string[], env: NodeJS.ProcessEnv, lines: number): Promise<Started> {
-  const [, , node, script] = entrypoint;
-  t.equal(node, 'node');
-  const child = spawn(process.execPath, [inContainer(script), ...args], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [, , gov, ...rest] = entrypoint;
+  t.same(rest, [], 'tini runs gov itself, as a program');
+  // node on PATH, as in the image (/usr/local/bin): the launcher's shell preamble execs it.
+  const child = spawn(inContainer(gov), args, { cwd: app, env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ''}` }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr.on('data', (c: Buffer) => (out += c.toString()));
@@ -159,7 +160,9 @@ const API_KEY = 'image-test-api-key-0123456789';
 writeFileSync(join(secrets, 'api-keys'), `${API_KEY}:team\n`);
 
 t.test("the image's default command (CMD) prints the usage and exits 0", async (t) => {
-  const r = await promisify(execFile)(process.execPath, [join(app, pkg.bin.gov), ...defaultCmd], { cwd: app, env: imageEnv({}) }).then(
+  t.equal(inContainer(entrypoint[2]), join(app, pkg.bin.gov), 'the entrypoint runs package.json\'s bin.gov');
+  const env = imageEnv({});
+  const r = await promisify(execFile)(join(app, pkg.bin.gov), defaultCmd, { cwd: app, env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ''}` } }).then(
     (x) => ({ code: 0, stdout: x.stdout }),
     (e: { code?: number; stdout?: string }) => ({ code: e.code ?? -1, stdout: e.stdout ?? '' }),
   );
@@ -197,6 +200,7 @@ t.test('gov sidecar from the image: the generated token goes to the volume, neve
   const token = readFileSync(tokenFile, 'utf8').trim();
   t.equal(statSync(tokenFile).mode & 0o777, 0o600, 'the token file is 0600');
   t.equal((await fetch(`${api}/v1/auth/check`, { headers: { authorization: `Bearer ${token}` } })).status, 200, 'the token from the file authenticates');
+  t.match(sc.out(), /"heap":\{"thread":false,"sized_by":"launcher"/, 'the entrypoint sized the sidecar\'s heap with node flags');
   const exit = await sc.stop();
   t.same(exit, { code: 0, signal: null }, `SIGTERM: exit 0 (${sc.out().slice(-500)})`);
   t.notOk(sc.out().includes(token), 'the token is on neither stdout nor stderr');
