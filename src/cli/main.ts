@@ -4,13 +4,18 @@
 # V8 sizes an isolate only when it is created, so `gov sidecar` asks this file, run by node, for the heap
 # flags its settings and the container's memory limit call for (config/heap-limits.ts), and starts node
 # with them: the sidecar then serves on the main thread, with no second isolate for a sizing thread.
-# glibc reads MALLOC_ARENA_MAX only at process start: two arenas instead of one per thread that mallocs.
+# glibc reads its malloc settings only at process start, so they are set here too (an operator's win):
+# two arenas instead of one per thread that mallocs; and the mmap and trim thresholds fixed at glibc's
+# initial 128 KiB, because glibc raises them each time it frees a mapped block (start-up frees 2 MB ones)
+# and every block below the raised threshold then comes from, and fragments, the arena for good.
 # Every other mode, and `node dist/cli/main.js ...` itself, runs as plain JavaScript.
 if [ "$1" = sidecar ] && [ -z "${GOV_SIDECAR_V8_SIZED:-}" ]; then
   flags=$(GOV_SIDECAR_V8_SIZED=query node "$0" sidecar) && [ -n "$flags" ] && {
     GOV_SIDECAR_V8_SIZED=1
     MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
-    export GOV_SIDECAR_V8_SIZED MALLOC_ARENA_MAX
+    MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072}
+    MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-131072}
+    export GOV_SIDECAR_V8_SIZED MALLOC_ARENA_MAX MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_
     exec node $flags "$0" "$@"
   }
 fi

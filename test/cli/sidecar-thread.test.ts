@@ -166,7 +166,9 @@ t.test('run as a program, `gov sidecar` starts node with heap flags and serves o
   // exec, not a child: the process the caller started is the node that serves, with the flags and the arena cap.
   const cmdline = readFileSync(`/proc/${p.child.pid}/cmdline`, 'utf8').split('\0');
   t.same(cmdline.filter((a) => a.startsWith('--max-')), sidecarNodeFlags({}));
-  t.ok(readFileSync(`/proc/${p.child.pid}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=2'), 'glibc\'s arenas capped');
+  const environ = readFileSync(`/proc/${p.child.pid}/environ`, 'utf8').split('\0');
+  t.ok(environ.includes('MALLOC_ARENA_MAX=2'), 'glibc\'s arenas capped');
+  t.ok(environ.includes('MALLOC_MMAP_THRESHOLD_=131072') && environ.includes('MALLOC_TRIM_THRESHOLD_=131072'), 'glibc\'s thresholds fixed');
 
   const ids = await governCalls(t, p.proxyUrl, 10);
   const verify = await fetch(`${p.apiUrl}/v1/audit/chain/verify`, { headers: { authorization: 'Bearer launcher-token' } });
@@ -181,11 +183,12 @@ t.test('run as a program, `gov sidecar` starts node with heap flags and serves o
 t.test('the launcher follows the sizing settings: GOV_SIDECAR_HEAP_MB/YOUNG_MB become the flags, 0 leaves Node\'s sizing, a bad value is a bad setting', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-launcher-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const sized = await start(t, { GOV_EMBED_DB: join(dir, 'a'), GOV_SIDECAR_HEAP_MB: '72', GOV_SIDECAR_YOUNG_MB: '9', MALLOC_ARENA_MAX: '4' }, 'launcher');
+  const sized = await start(t, { GOV_EMBED_DB: join(dir, 'a'), GOV_SIDECAR_HEAP_MB: '72', GOV_SIDECAR_YOUNG_MB: '9', MALLOC_ARENA_MAX: '4', MALLOC_MMAP_THRESHOLD_: '262144' }, 'launcher');
   t.equal(sized.heap.sized_by, 'launcher');
   t.ok(sized.heap.heap_size_limit_mb <= 72 + 9 + 8 && sized.heap.heap_size_limit_mb >= 72, `heap limit ${sized.heap.heap_size_limit_mb} MB`);
   t.same(readFileSync(`/proc/${sized.child.pid}/cmdline`, 'utf8').split('\0').filter((a) => a.startsWith('--max-')), ['--max-old-space-size=72', '--max-semi-space-size=3']);
-  t.ok(readFileSync(`/proc/${sized.child.pid}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=4'), 'an operator\'s MALLOC_ARENA_MAX is kept');
+  const environ = readFileSync(`/proc/${sized.child.pid}/environ`, 'utf8').split('\0');
+  t.ok(environ.includes('MALLOC_ARENA_MAX=4') && environ.includes('MALLOC_MMAP_THRESHOLD_=262144'), 'an operator\'s malloc settings are kept');
   sized.child.kill('SIGTERM');
   t.equal(await sized.exited, 0);
 
