@@ -130,7 +130,8 @@ export function heapLimitsFor(limitBytes: number | null): HeapLimits {
 export const LAUNCHER_SIZED_ENV = 'GOV_SIDECAR_V8_SIZED';
 
 /**
- * The node command-line flags that size the process's own isolate like the thread's limits: a launcher
+ * The node command-line flags that size the process's own isolate like the thread's limits, and its V8
+ * thread pool (SIDECAR_V8_POOL_SIZE): a launcher
  * can pass them (V8 takes sizing only when an isolate is created), and then the sidecar needs no thread
  * and no second isolate. A semi-space is a third of the young generation, as Worker resourceLimits split
  * it. Empty when the sidecar should not be sized this way: GOV_SIDECAR_HEAP_MB=0 (Node's own sizing), or a
@@ -148,8 +149,18 @@ export function sidecarNodeFlags(env: NodeJS.ProcessEnv, limitBytes: () => numbe
   return [
     `--max-old-space-size=${limits.maxOldGenerationSizeMb}`,
     `--max-semi-space-size=${Math.max(1, Math.floor(limits.maxYoungGenerationSizeMb / 3))}`,
+    `--v8-pool-size=${SIDECAR_V8_POOL_SIZE}`,
   ];
 }
+
+/**
+ * V8's platform threads, which run the parallel parts of its collections and background compiles: Node
+ * starts four whatever the machine. A sidecar shares its pod's CPU with the agent, and helpers that wait
+ * for a CPU hold the collection they help up: with one, the shared harness's quick loop measured req/s
+ * +2 to +9 % and the p50 at 500 req/s ~8 % lower in five interleaved pairs on 2 vCPUs, at the same memory
+ * (docs/performance.md, "Session 17"). Node takes it only on its command line, so only the launcher sets it.
+ */
+export const SIDECAR_V8_POOL_SIZE = 1;
 
 export class HeapSettingError extends Error {
   override name = 'HeapSettingError';

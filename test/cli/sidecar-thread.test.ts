@@ -165,7 +165,7 @@ t.test('run as a program, `gov sidecar` starts node with heap flags and serves o
   t.ok(p.heap.heap_size_limit_mb <= want.maxOldGenerationSizeMb + want.maxYoungGenerationSizeMb + 8, `V8 reports a heap limit of ${p.heap.heap_size_limit_mb} MB, not Node's default`);
   // exec, not a child: the process the caller started is the node that serves, with the flags and the arena cap.
   const cmdline = readFileSync(`/proc/${p.child.pid}/cmdline`, 'utf8').split('\0');
-  t.same(cmdline.filter((a) => a.startsWith('--max-')), sidecarNodeFlags({}));
+  t.same(cmdline.filter((a) => a.startsWith('--')), sidecarNodeFlags({}));
   const environ = readFileSync(`/proc/${p.child.pid}/environ`, 'utf8').split('\0');
   t.ok(environ.includes('MALLOC_ARENA_MAX=2'), 'glibc\'s arenas capped');
   t.ok(environ.includes('MALLOC_MMAP_THRESHOLD_=131072') && environ.includes('MALLOC_TRIM_THRESHOLD_=131072'), 'glibc\'s thresholds fixed');
@@ -187,6 +187,7 @@ t.test('the launcher follows the sizing settings: GOV_SIDECAR_HEAP_MB/YOUNG_MB b
   t.equal(sized.heap.sized_by, 'launcher');
   t.ok(sized.heap.heap_size_limit_mb <= 72 + 9 + 8 && sized.heap.heap_size_limit_mb >= 72, `heap limit ${sized.heap.heap_size_limit_mb} MB`);
   t.same(readFileSync(`/proc/${sized.child.pid}/cmdline`, 'utf8').split('\0').filter((a) => a.startsWith('--max-')), ['--max-old-space-size=72', '--max-semi-space-size=3']);
+  t.ok(readFileSync(`/proc/${sized.child.pid}/cmdline`, 'utf8').split('\0').includes('--v8-pool-size=1'), 'one V8 platform thread');
   const environ = readFileSync(`/proc/${sized.child.pid}/environ`, 'utf8').split('\0');
   t.ok(environ.includes('MALLOC_ARENA_MAX=4') && environ.includes('MALLOC_MMAP_THRESHOLD_=262144'), 'an operator\'s malloc settings are kept');
   sized.child.kill('SIGTERM');

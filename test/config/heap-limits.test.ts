@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import t, { type Test } from 'tap';
 import { runModuleScript } from '../helpers/child-node.js';
-import { containerMemoryLimit, DEFAULT_OLD_GENERATION_MB, heapLimitsFor, sidecarHeapLimits, sidecarNodeFlags, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
+import { containerMemoryLimit, DEFAULT_OLD_GENERATION_MB, heapLimitsFor, sidecarHeapLimits, sidecarNodeFlags, SIDECAR_V8_POOL_SIZE, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
 
 const MIB = 1024 * 1024;
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -68,10 +68,11 @@ t.test('GOV_SIDECAR_HEAP_MB overrides the container, and 0 means no thread', asy
 
 t.test('the launcher\'s node flags carry the same limits; none for Node\'s own sizing or a setting that does not parse', async (t) => {
   const limit = () => 160 * MIB;
-  t.same(sidecarNodeFlags({}, limit), ['--max-old-space-size=80', `--max-semi-space-size=${YOUNG_GENERATION_MB / 3}`]);
-  t.same(sidecarNodeFlags({}, () => null), [`--max-old-space-size=${DEFAULT_OLD_GENERATION_MB}`, `--max-semi-space-size=${YOUNG_GENERATION_MB / 3}`]);
-  t.same(sidecarNodeFlags({ GOV_SIDECAR_HEAP_MB: '96', GOV_SIDECAR_YOUNG_MB: '12' }, limit), ['--max-old-space-size=96', '--max-semi-space-size=4']);
-  t.same(sidecarNodeFlags({ GOV_SIDECAR_YOUNG_MB: '4' }, limit), ['--max-old-space-size=80', '--max-semi-space-size=1'], 'never a semi-space of 0');
+  const pool = `--v8-pool-size=${SIDECAR_V8_POOL_SIZE}`;
+  t.same(sidecarNodeFlags({}, limit), ['--max-old-space-size=80', `--max-semi-space-size=${YOUNG_GENERATION_MB / 3}`, pool]);
+  t.same(sidecarNodeFlags({}, () => null), [`--max-old-space-size=${DEFAULT_OLD_GENERATION_MB}`, `--max-semi-space-size=${YOUNG_GENERATION_MB / 3}`, pool]);
+  t.same(sidecarNodeFlags({ GOV_SIDECAR_HEAP_MB: '96', GOV_SIDECAR_YOUNG_MB: '12' }, limit), ['--max-old-space-size=96', '--max-semi-space-size=4', pool]);
+  t.same(sidecarNodeFlags({ GOV_SIDECAR_YOUNG_MB: '4' }, limit), ['--max-old-space-size=80', '--max-semi-space-size=1', pool], 'never a semi-space of 0');
   t.same(sidecarNodeFlags({ GOV_SIDECAR_HEAP_MB: '0' }, limit), []);
   t.same(sidecarNodeFlags({ GOV_SIDECAR_HEAP_MB: 'lots' }, limit), [], 'the sidecar starts unsized and reports the setting itself');
 });
