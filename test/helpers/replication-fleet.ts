@@ -112,10 +112,20 @@ export async function govern(sidecar: SidecarProcess, n: number, parallel = 8): 
       next++;
       // A failed call names the sidecar and carries the end of its output: a sidecar that stopped
       // answering in CI is otherwise a bare ECONNREFUSED with no clue why.
-      const res = await fetch(`${sidecar.apiUrl}/v1/runtime/validate`, {
+      const call = () => fetch(`${sidecar.apiUrl}/v1/runtime/validate`, {
         method: 'POST',
         headers: { authorization: `Bearer ${EMBED_TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify(workedExample()),
+      });
+      // One CI run (session 17) saw a pooled keep-alive connection closed under a request while the sidecar
+      // kept serving ("other side closed", no exit; not reproduced in 75 s of the same pattern against a
+      // plain server). These suites test replication, not connections: such a call is sent once more, as a
+      // client with retries would. Had the sidecar processed the first attempt, the exact row counts of
+      // some suites see one row too many and fail, as the error would have. Anything else, or a second
+      // failure, fails the test.
+      const res = await call().catch((e: Error & { cause?: { code?: string } }) => {
+        if (e.cause?.code !== 'UND_ERR_SOCKET' || sidecar.child.exitCode !== null || sidecar.child.signalCode !== null) throw e;
+        return call();
       }).catch((e: Error) => {
         throw new Error(`validate against ${sidecar.source} failed: ${e.message} (${String((e as { cause?: unknown }).cause ?? '')}); exit ${sidecar.child.exitCode ?? sidecar.child.signalCode ?? 'none yet'}; output: ${sidecar.out().slice(-4000)}`);
       });
