@@ -4,8 +4,8 @@
 # V8 sizes an isolate only when it is created, so `gov sidecar` asks this file, run by node, for the heap
 # flags its settings and the container's memory limit call for (config/heap-limits.ts), and starts node
 # with them: the sidecar then serves on the main thread, with no second isolate for a sizing thread.
-# glibc reads its malloc settings only at process start, so they are set here too (an operator's win):
-# two arenas instead of one per thread that mallocs; and the mmap and trim thresholds fixed at glibc's
+# glibc reads its malloc settings only at process start, so they are set here too, unless the operator
+# set them: two arenas instead of one per thread that mallocs; and the mmap and trim thresholds fixed at glibc's
 # initial 128 KiB, because glibc raises them each time it frees a mapped block (start-up frees 2 MB ones)
 # and every block below the raised threshold then comes from, and fragments, the arena for good.
 # Every other mode, and `node dist/cli/main.js ...` itself, runs as plain JavaScript.

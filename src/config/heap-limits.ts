@@ -130,13 +130,12 @@ export function heapLimitsFor(limitBytes: number | null): HeapLimits {
 export const LAUNCHER_SIZED_ENV = 'GOV_SIDECAR_V8_SIZED';
 
 /**
- * The node command-line flags that size the process's own isolate like the thread's limits, and its V8
- * thread pool (SIDECAR_V8_POOL_SIZE): a launcher
- * can pass them (V8 takes sizing only when an isolate is created), and then the sidecar needs no thread
- * and no second isolate. A semi-space is a third of the young generation, as Worker resourceLimits split
- * it. Empty when the sidecar should not be sized this way: GOV_SIDECAR_HEAP_MB=0 (Node's own sizing), or a
- * setting that does not parse (the sidecar then starts unsized and reports it as it would without the
- * launcher).
+ * The node command-line flags that size the process's own isolate like the thread's limits, plus its V8
+ * thread pool (SIDECAR_V8_POOL_SIZE). A launcher can pass them (V8 takes sizing only when an isolate is
+ * created), and then the sidecar needs no thread and no second isolate. A semi-space is a third of the
+ * young generation, as Worker resourceLimits split it. Empty when the sidecar should not be sized this way:
+ * GOV_SIDECAR_HEAP_MB=0 (Node's own sizing), or a setting that does not parse (the sidecar then starts
+ * unsized and reports it as it would without the launcher).
  */
 export function sidecarNodeFlags(env: NodeJS.ProcessEnv, limitBytes: () => number | null = () => containerMemoryLimit()): string[] {
   let limits: HeapLimits | null;

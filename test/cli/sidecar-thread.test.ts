@@ -85,17 +85,7 @@ t.test('GOV_SIDECAR_HEAP_MB and GOV_SIDECAR_YOUNG_MB size the thread; calls are 
   t.same({ thread: p.heap.thread, old: p.heap.max_old_generation_mb, young: p.heap.max_young_generation_mb }, { thread: true, old: 72, young: 9 });
   t.ok(p.heap.heap_size_limit_mb <= 72 + 9 + 8, `V8 reports a heap limit of ${p.heap.heap_size_limit_mb} MB, not Node's default`);
 
-  const ids: string[] = [];
-  for (let i = 0; i < 20; i++) {
-    const r = await fetch(`${p.proxyUrl}/openai/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-thread-test' },
-      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Say hello ${i}` }] }),
-    });
-    t.equal(r.status, 200);
-    await r.arrayBuffer();
-    ids.push(r.headers.get('x-gov-envelope-id')!);
-  }
+  const ids = await governCalls(t, p.proxyUrl, 20);
   // The chain walk runs in a worker the ledger module finds by its own URL, which the bundle rewrites.
   const verify = await fetch(`${p.apiUrl}/v1/audit/chain/verify`, { headers: { authorization: 'Bearer thread-token' } });
   t.equal(verify.status, 200);
@@ -143,7 +133,7 @@ async function governCalls(t: Test, proxyUrl: string, n: number): Promise<string
   for (let i = 0; i < n; i++) {
     const r = await fetch(`${proxyUrl}/openai/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-launcher-test' },
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-sidecar-test' },
       body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Say hello ${i}` }] }),
     });
     t.equal(r.status, 200);
