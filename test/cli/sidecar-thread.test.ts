@@ -4,13 +4,13 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { containerMemoryLimit, heapLimitsFor, sidecarNodeFlags, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
-import { CLI, freePort, runCli } from '../helpers/gov-process.js';
+import { CLI, freePort, launcherEnv, runCli } from '../helpers/gov-process.js';
 import { openAiCompletion, startMockUpstream } from '../helpers/mock-upstreams.js';
 
 interface Heap {
@@ -26,11 +26,6 @@ function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   for (const d of SETTING_DOCS) delete base[d.name];
   delete base.NODE_OPTIONS;
   return { ...base, GOV_ENV: 'test', ...env };
-}
-
-/** The launcher finds node on PATH, as `#!/usr/bin/env node` would: this test's node first. */
-function launcherEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ''}` };
 }
 
 /** Starts `gov sidecar`, waits for its start log line, and returns the heap it reports there. */
@@ -176,8 +171,9 @@ t.test('the launcher follows the sizing settings: GOV_SIDECAR_HEAP_MB/YOUNG_MB b
   const sized = await start(t, { GOV_EMBED_DB: join(dir, 'a'), GOV_SIDECAR_HEAP_MB: '72', GOV_SIDECAR_YOUNG_MB: '9', MALLOC_ARENA_MAX: '4', MALLOC_MMAP_THRESHOLD_: '262144' }, 'launcher');
   t.equal(sized.heap.sized_by, 'launcher');
   t.ok(sized.heap.heap_size_limit_mb <= 72 + 9 + 8 && sized.heap.heap_size_limit_mb >= 72, `heap limit ${sized.heap.heap_size_limit_mb} MB`);
-  t.same(readFileSync(`/proc/${sized.child.pid}/cmdline`, 'utf8').split('\0').filter((a) => a.startsWith('--max-')), ['--max-old-space-size=72', '--max-semi-space-size=3']);
-  t.ok(readFileSync(`/proc/${sized.child.pid}/cmdline`, 'utf8').split('\0').includes('--v8-pool-size=1'), 'one V8 platform thread');
+  const cmdline = readFileSync(`/proc/${sized.child.pid}/cmdline`, 'utf8').split('\0');
+  t.same(cmdline.filter((a) => a.startsWith('--max-')), ['--max-old-space-size=72', '--max-semi-space-size=3']);
+  t.ok(cmdline.includes('--v8-pool-size=1'), 'one V8 platform thread');
   const environ = readFileSync(`/proc/${sized.child.pid}/environ`, 'utf8').split('\0');
   t.ok(environ.includes('MALLOC_ARENA_MAX=4') && environ.includes('MALLOC_MMAP_THRESHOLD_=262144'), 'an operator\'s malloc settings are kept');
   sized.child.kill('SIGTERM');
@@ -188,20 +184,15 @@ t.test('the launcher follows the sizing settings: GOV_SIDECAR_HEAP_MB/YOUNG_MB b
   unsized.child.kill('SIGTERM');
   t.equal(await unsized.exited, 0);
 
-  const bad = spawn(CLI, ['sidecar'], { env: launcherEnv(cleanEnv({ GOV_SIDECAR_HEAP_MB: 'lots' })), stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  bad.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const code = await new Promise<number | null>((resolve) => bad.once('close', resolve));
-  t.equal(code, 1);
-  t.match(err, /^gov: bad setting GOV_SIDECAR_HEAP_MB: /);
+  const bad = await runCli(['sidecar'], cleanEnv({ GOV_SIDECAR_HEAP_MB: 'lots' }), 15_000, 'launcher');
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, /^gov: bad setting GOV_SIDECAR_HEAP_MB: /);
 });
 
 t.test('the launcher runs every other mode as plain node', async (t) => {
-  const help = spawn(CLI, ['embedded', '--help'], { env: launcherEnv(cleanEnv({})), stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  help.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  t.equal(await new Promise<number | null>((resolve) => help.once('close', resolve)), 0);
-  t.match(out, /^Usage: gov embedded\n/);
+  const help = await runCli(['embedded', '--help'], cleanEnv({}), 15_000, 'launcher');
+  t.equal(help.code, 0);
+  t.match(help.stdout, /^Usage: gov embedded\n/);
 });
 
 t.test('the bundle\'s code is Latin-1 throughout, so V8 holds each chunk at one byte per character', async (t) => {

@@ -2,7 +2,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import { SETTING_DOCS } from '../../src/config/settings.js';
@@ -40,9 +40,22 @@ export interface GovProcess {
   kill(): Promise<Exit>;
 }
 
-/** Runs `node dist/cli/main.js <args>` to completion (bounded by timeoutMs, then SIGKILL). */
-export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<Exit & { stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * `env` for dist/cli/main.js run as a program (the `gov` launcher, as the image's entrypoint and npm's bin
+ * run it): its shell preamble execs the node on PATH, this test's node first.
+ */
+export function launcherEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ''}` };
+}
+
+/**
+ * Runs `node dist/cli/main.js <args>` to completion (bounded by timeoutMs, then SIGKILL); with `launcher`,
+ * dist/cli/main.js itself as a program.
+ */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000, how: 'node' | 'launcher' = 'node'): Promise<Exit & { stdout: string; stderr: string }> {
+  const child = how === 'node'
+    ? spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(CLI, args, { env: launcherEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

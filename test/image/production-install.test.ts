@@ -13,6 +13,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { execForm, parseCopy, parseDockerfile, parseEnv, workdirAt } from '../helpers/dockerfile.js';
+import { launcherEnv } from '../helpers/gov-process.js';
 import { httpsRequest, makeCertificate } from '../helpers/injector.js';
 
 // npm ci (a few seconds from the cache) and three starts.
@@ -113,7 +114,7 @@ async function startGov(t: Test, args: string[], env: NodeJS.ProcessEnv, lines: 
   const [, , gov, ...rest] = entrypoint;
   t.same(rest, [], 'tini runs gov itself, as a program');
   // node on PATH, as in the image (/usr/local/bin): the launcher's shell preamble execs it.
-  const child = spawn(inContainer(gov), args, { cwd: app, env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ''}` }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(inContainer(gov), args, { cwd: app, env: launcherEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr.on('data', (c: Buffer) => (out += c.toString()));
@@ -161,8 +162,7 @@ writeFileSync(join(secrets, 'api-keys'), `${API_KEY}:team\n`);
 
 t.test("the image's default command (CMD) prints the usage and exits 0", async (t) => {
   t.equal(inContainer(entrypoint[2]), join(app, pkg.bin.gov), 'the entrypoint runs package.json\'s bin.gov');
-  const env = imageEnv({});
-  const r = await promisify(execFile)(join(app, pkg.bin.gov), defaultCmd, { cwd: app, env: { ...env, PATH: `${dirname(process.execPath)}:${env.PATH ?? ''}` } }).then(
+  const r = await promisify(execFile)(join(app, pkg.bin.gov), defaultCmd, { cwd: app, env: launcherEnv(imageEnv({})) }).then(
     (x) => ({ code: 0, stdout: x.stdout }),
     (e: { code?: number; stdout?: string }) => ({ code: e.code ?? -1, stdout: e.stdout ?? '' }),
   );
