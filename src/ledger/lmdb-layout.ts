@@ -44,6 +44,12 @@ export const LMDB_DB_NAMES = {
  */
 export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true, remapChunks: true, eventTurnBatching: false } as const;
 
+/**
+ * Meta key: the seq through which the derived databases (envelopes, post_checks, agent_stats) are written.
+ * They trail the rows (ledger/lmdb.ts, INDEX_BATCH_ROWS); readers look past it in the rows themselves.
+ */
+export const LMDB_INDEXED_KEY = 'indexed';
+
 /** The record committed with every batch: the seq and hash of the last row. */
 export interface MetaHead {
   seq: number;

@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type { AuditListQuery, AuditRow, AuditRowWithPayload, ChainVerifyResponse } from '../contracts/audit.js';
+import type { Outcome } from '../contracts/common.js';
 import { addExecution, copyStats, countsAsActivity, countsAsExecution, emptyStats, mergeStats, touch } from './agent-stats.js';
 import { collectRows, listOwn, ownBelow, type ListPlan } from './audit-query.js';
 import { stitchSegments, type SegmentInfo } from './chain.js';
@@ -16,9 +17,9 @@ import { LmdbReplicaStore } from './lmdb-replicas.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
 import { HASH_BYTES, readRowLayout } from './row-format.js';
-import { isSeqKey, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
+import { isSeqKey, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
-import { eraseRow, readRowWithPayload } from './row-reader.js';
+import { eraseRow, readAuditRow, readRowWithPayload } from './row-reader.js';
 
 export { LMDB_DB_NAMES } from './lmdb-layout.js';
 
@@ -72,6 +73,17 @@ const MAX_BATCH_BYTES = 32 << 20;
  * new rows wait as they do behind a commit: at ~2,500 calls/s that is ~8 a second, under 2 % of a core.
  */
 const DEFAULT_REMAP_AFTER_BYTES = 2 << 20;
+/**
+ * Derived indexes (envelope id → seq, pre-check → post-check, agent stats) trail the rows: a batch commits its
+ * rows and the head record, and the index entries of committed rows are written with a later batch, once
+ * INDEX_BATCH_ROWS rows wait or the oldest has waited INDEX_MAX_DELAY_MS (a timer writes them when no batch
+ * comes). Until then lookups answer from memory (unindexedEnvelopes), and an open after a crash rebuilds them
+ * from the rows past the `indexed` watermark (rebuildIndexes). Every named database a transaction touches
+ * costs its own B-tree path of copied pages: a call's commit measured ~95 µs with all five against ~40 µs with
+ * rows and head alone (docs/performance.md, "Session 18").
+ */
+const INDEX_BATCH_ROWS = 512;
+const INDEX_MAX_DELAY_MS = 200;
 /** Agents per synchronous range read of agents(): a page of the agent list (at most 1,000) takes one or two. */
 const AGENT_PAGE = 512;
 /** Below this many rows verify() walks in-thread; above, it splits the walk across worker threads. */
@@ -105,17 +117,34 @@ export interface LmdbStorageOptions extends StorageOptions {
   loopSyncMaxUtilization?: number;
   /** See DEFAULT_REMAP_AFTER_BYTES (default); Infinity never reopens. */
   remapAfterBytes?: number;
+  /** See INDEX_BATCH_ROWS (default); 1 writes every batch's index entries with it. */
+  indexBatchRows?: number;
+  /** See INDEX_MAX_DELAY_MS (default); Infinity waits for indexBatchRows rows (or close). */
+  indexMaxDelayMs?: number;
 }
 
-/** A row appended but not yet acknowledged. */
-interface PendingRow {
-  built: BuiltRow;
+/** What a row contributes to the derived databases (envelopes, post_checks, agent_stats). */
+interface IndexEntry {
+  seq: number;
   envelopeId: string;
   agentId: string;
   postCheckParent: string | null;
   countsAsExecution: boolean;
   /** Updates the agent's last_activity (every phase but a decision re-run). */
   countsAsActivity: boolean;
+  decision: Outcome;
+  timestamp: string;
+}
+
+/** The index entries a commit writes: `rows` in seq order, and the agents' absolute stats after them. */
+interface IndexWrite {
+  rows: IndexEntry[];
+  statsWrites: Array<[string, AgentStats]>;
+}
+
+/** A row appended but not yet acknowledged. */
+interface PendingRow extends IndexEntry {
+  built: BuiltRow;
   /** Appended with `urgent` (AppendOptions): its batch starts at the end of the task and may sync on this thread. */
   urgent: boolean;
   resolve: (row: AuditRow) => void;
@@ -215,8 +244,20 @@ class LmdbLedger implements Ledger {
   private readonly inFlightPostChecks = new Map<string, string>();
   /** Agent stats including rows not yet durable; the database holds the durable counts. */
   private readonly stats = new Map<string, AgentStats>();
-  /** Agent stats as last committed (what the database holds), for writing absolute values. */
-  private readonly durableStats = new Map<string, AgentStats>();
+  /** Agent stats as last indexed (what the database holds), for writing absolute values. */
+  private readonly indexedStats = new Map<string, AgentStats>();
+  /** Committed rows whose index entries are not written yet, in seq order (INDEX_BATCH_ROWS). */
+  private unindexed: IndexEntry[] = [];
+  /** performance.now() when the oldest of `unindexed` committed. */
+  private unindexedSince = 0;
+  /** Lookups for `unindexed`: envelope id → seq, and pre-check envelope id → post-check envelope id. */
+  private readonly unindexedEnvelopes = new Map<string, number>();
+  private readonly unindexedPostChecks = new Map<string, string>();
+  private indexTimer: NodeJS.Timeout | null = null;
+  private readonly onIndexTimer = () => {
+    this.indexTimer = null;
+    this.indexIdle();
+  };
   private readonly flushOnMicrotask = () => {
     if (this.microtaskScheduled) this.flush();
   };
@@ -261,6 +302,8 @@ class LmdbLedger implements Ledger {
     private readonly loopSyncMaxMs: number,
     private readonly loopSyncMaxUtilization: number,
     private readonly remapAfterBytes: number,
+    private readonly indexBatchRows: number,
+    private readonly indexMaxDelayMs: number,
     maxPendingRows: number,
     source: string,
   ) {
@@ -316,11 +359,14 @@ class LmdbLedger implements Ledger {
     });
     const pending: PendingRow = {
       built,
+      seq: built.seq,
       envelopeId: entry.envelope_id,
       agentId: entry.agent_id,
       postCheckParent: entry.phase === 'post_check' ? entry.parent_envelope_id : null,
       countsAsExecution: countsAsExecution(entry.phase),
       countsAsActivity: countsAsActivity(entry.phase),
+      decision: entry.decision,
+      timestamp: entry.timestamp,
       urgent: options?.urgent === true,
       resolve,
       reject,
@@ -365,12 +411,12 @@ class LmdbLedger implements Ledger {
 
   private checkConflicts(entry: AppendEntry): void {
     const id = entry.envelope_id;
-    if (this.inFlight.has(id) || (!this.envelopeKeys.isFresh(id) && this.h.envelopes.get(id) !== undefined)) {
+    if (this.inFlight.has(id) || (!this.envelopeKeys.isFresh(id) && this.seqOf(id) !== undefined)) {
       throw new LedgerConflictError('duplicate_envelope_id', `envelope ${id} is already in the ledger`, id);
     }
     if (entry.phase === 'post_check' && entry.parent_envelope_id !== null) {
       const parent = entry.parent_envelope_id;
-      const existing = this.inFlightPostChecks.get(parent) ?? (this.postCheckKeys.isFresh(parent) ? undefined : this.h.postChecks.get(parent));
+      const existing = this.inFlightPostChecks.get(parent) ?? (this.postCheckKeys.isFresh(parent) ? undefined : this.postCheckOfCommitted(parent));
       if (existing !== undefined) {
         throw new LedgerConflictError(
           'post_check_exists',
@@ -379,6 +425,15 @@ class LmdbLedger implements Ledger {
         );
       }
     }
+  }
+
+  /** The seq of a committed envelope: indexed, or still waiting for its index entry. */
+  private seqOf(envelopeId: string): number | undefined {
+    return this.unindexedEnvelopes.get(envelopeId) ?? this.h.envelopes.get(envelopeId);
+  }
+
+  private postCheckOfCommitted(preCheckEnvelopeId: string): string | undefined {
+    return this.unindexedPostChecks.get(preCheckEnvelopeId) ?? this.h.postChecks.get(preCheckEnvelopeId);
   }
 
   private statsFor(agentId: string): AgentStats {
@@ -421,33 +476,19 @@ class LmdbLedger implements Ledger {
     this.queue = count === this.queue.length ? [] : this.queue.slice(count);
     this.writing = true;
 
-    const deltas = new Map<string, AgentStats>();
-    for (const p of batch) {
-      if (!p.countsAsActivity) continue;
-      let d = deltas.get(p.agentId);
-      if (!d) deltas.set(p.agentId, (d = emptyStats()));
-      if (p.countsAsExecution) addExecution(d, p.built.row.decision);
-      touch(d, p.built.row.timestamp);
-    }
-    // Absolute stats values: every earlier batch has committed, so durable + this batch's delta.
-    const statsWrites: Array<[string, AgentStats]> = [];
-    for (const [agentId, delta] of deltas) {
-      const next = copyStats(this.durableStatsFor(agentId));
-      mergeStats(next, delta);
-      statsWrites.push([agentId, next]);
-    }
+    const index = this.indexDue(batch.length) ? this.indexWrite(this.unindexed.concat(batch)) : null;
     const last = batch[batch.length - 1].built;
     const head: MetaHead = { seq: last.seq, hash: last.row.hash };
 
     // An urgent row's caller vouches that nothing else waits on this thread, so only the disk's speed
     // decides; it may have waited for a busy batch, and syncs on this thread all the same.
     if (this.durability === 'commit' || (urgent ? this.diskSyncsFast() : this.canSyncOnLoop())) {
-      this.commitNow(batch, statsWrites, head);
+      this.commitNow(batch, index, head);
       return;
     }
     let written: Promise<boolean>;
     try {
-      written = this.writeBatch(batch, statsWrites, head);
+      written = this.writeBatch(batch, index, head);
     } catch (err) {
       this.failBatch(batch, err);
       return;
@@ -456,7 +497,7 @@ class LmdbLedger implements Ledger {
     const flushed = this.durability === 'fsync' ? ((written as Promise<boolean> & { flushed?: Promise<unknown> }).flushed ?? written) : null;
     written.then(
       (stored) => {
-        if (!this.settleCommit(batch, stored, statsWrites, head)) return;
+        if (!this.settleCommit(batch, stored, index, head)) return;
         if (flushed === null) this.acknowledge(batch);
         else {
           // A failed disk sync leaves the rows committed (the chain goes on) but not durable: refuse to
@@ -478,7 +519,7 @@ class LmdbLedger implements Ledger {
         observeCommitError(err);
         // lmdb-js makes a commit visible, then syncs the disk, then reports: a failed sync rejects the
         // write (and its `flushed` never settles) although the batch is stored.
-        if (this.isStored(head)) this.committedNotDurable(batch, statsWrites, head, err);
+        if (this.isStored(head)) this.committedNotDurable(batch, index, head, err);
         else this.failBatch(batch, err);
       },
     );
@@ -504,8 +545,8 @@ class LmdbLedger implements Ledger {
    * rows link to them), but neither it nor any earlier batch still waiting for its own sync is confirmed
    * durable, so all of them are refused to their appenders. Rows queued behind it commit as usual.
    */
-  private committedNotDurable(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead, cause: unknown): void {
-    this.settleCommit(batch, true, statsWrites, head);
+  private committedNotDurable(batch: PendingRow[], index: IndexWrite | null, head: MetaHead, cause: unknown): void {
+    this.settleCommit(batch, true, index, head);
     for (const earlier of this.unsynced) this.refuseUnflushed(earlier, cause);
     this.unsynced.clear();
     this.refuseUnflushed(batch, cause);
@@ -522,19 +563,19 @@ class LmdbLedger implements Ledger {
    * its commit syncs the data pages and writes a flushed meta page before it returns (lmdb-js's mdb.c);
    * under `commit` the environment is noSync and nothing is synced.
    */
-  private commitNow(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead): void {
+  private commitNow(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): void {
     let stored: boolean;
     const started = performance.now();
     try {
       stored = this.h.env.transactionSync(() => {
         if (this.h.rows.doesExist(batch[0].built.seq)) return false;
-        this.putBatch(batch, statsWrites, head);
+        this.putBatch(batch, index, head);
         return true;
       });
     } catch (err) {
       // A failed sync stalled the loop as long as a slow one: it counts towards the backoff.
       if (this.durability === 'fsync') this.timeLoopSync(started);
-      if (this.isStored(head)) this.committedNotDurable(batch, statsWrites, head, err);
+      if (this.isStored(head)) this.committedNotDurable(batch, index, head, err);
       else this.failBatch(batch, err);
       return;
     }
@@ -542,7 +583,7 @@ class LmdbLedger implements Ledger {
     // Idle counts from the end of a commit on this thread: calls that queued up behind a sync are load,
     // not idleness, and wait for the loop turn to share the next batch.
     this.lastFlushAt = performance.now();
-    if (!this.settleCommit(batch, stored, statsWrites, head)) return;
+    if (!this.settleCommit(batch, stored, index, head)) return;
     if (this.durability === 'fsync' && this.unsynced.size > 0) {
       // This commit's sync (fdatasync of the whole file, then a meta page past every earlier commit)
       // made the write thread's committed batches durable too: acknowledge them first, in order.
@@ -587,19 +628,114 @@ class LmdbLedger implements Ledger {
    * After a batch's transaction ran, either way it commits: false (batch failed) when its first seq was
    * already stored, else the committed state moves to the batch and the next batch may start.
    */
-  private settleCommit(batch: PendingRow[], stored: boolean, statsWrites: Array<[string, AgentStats]>, head: MetaHead): boolean {
+  private settleCommit(batch: PendingRow[], stored: boolean, index: IndexWrite | null, head: MetaHead): boolean {
     if (!stored) {
       this.failBatch(batch, new LedgerUnavailableError(`seq ${batch[0].built.seq} is already stored: is another process writing this ledger?`));
       return false;
     }
-    for (const [agentId, s] of statsWrites) this.durableStats.set(agentId, s);
+    if (index !== null) this.settleIndex(index);
+    else this.markUnindexed(batch);
     this.committedHead = head;
     this.writing = false;
     return true;
   }
 
-  private durableStatsFor(agentId: string): AgentStats {
-    return this.cachedStats(this.durableStats, agentId);
+  private indexedStatsFor(agentId: string): AgentStats {
+    return this.cachedStats(this.indexedStats, agentId);
+  }
+
+  /** Whether the batch about to commit should also write the index entries waiting (INDEX_BATCH_ROWS). */
+  private indexDue(batchRows: number): boolean {
+    if (this.unindexed.length + batchRows >= this.indexBatchRows) return true;
+    return this.unindexed.length > 0 && this.lastFlushAt - this.unindexedSince >= this.indexMaxDelayMs;
+  }
+
+  /** The index entries of `rows`, with each agent's stats as indexed plus what these rows add. */
+  private indexWrite(rows: IndexEntry[]): IndexWrite {
+    const deltas = new Map<string, AgentStats>();
+    for (const p of rows) {
+      if (!p.countsAsActivity) continue;
+      let d = deltas.get(p.agentId);
+      if (!d) deltas.set(p.agentId, (d = emptyStats()));
+      if (p.countsAsExecution) addExecution(d, p.decision);
+      touch(d, p.timestamp);
+    }
+    const statsWrites: Array<[string, AgentStats]> = [];
+    for (const [agentId, delta] of deltas) {
+      const next = copyStats(this.indexedStatsFor(agentId));
+      mergeStats(next, delta);
+      statsWrites.push([agentId, next]);
+    }
+    return { rows, statsWrites };
+  }
+
+  /**
+   * The batch committed without its index entries: lookups find its rows in memory until they are written.
+   * Kept as copies of the entries alone: a pending row also holds its bytes, a view that keeps a whole slab
+   * of the row builder alive, and its caller's promise.
+   */
+  private markUnindexed(batch: PendingRow[]): void {
+    if (this.unindexed.length === 0) this.unindexedSince = this.lastFlushAt;
+    for (const p of batch) {
+      this.unindexed.push({
+        seq: p.seq,
+        envelopeId: p.envelopeId,
+        agentId: p.agentId,
+        postCheckParent: p.postCheckParent,
+        countsAsExecution: p.countsAsExecution,
+        countsAsActivity: p.countsAsActivity,
+        decision: p.decision,
+        timestamp: p.timestamp,
+      });
+      this.unindexedEnvelopes.set(p.envelopeId, p.seq);
+      if (p.postCheckParent !== null) this.unindexedPostChecks.set(p.postCheckParent, p.envelopeId);
+    }
+    if (this.indexTimer === null && !this.closing) {
+      this.armIndexTimer();
+    }
+  }
+
+  private armIndexTimer(): void {
+    if (this.indexMaxDelayMs === Infinity) return;
+    this.indexTimer = setTimeout(this.onIndexTimer, this.indexMaxDelayMs);
+    this.indexTimer.unref();
+  }
+
+  /** The index entries of `index.rows` are committed: the database answers for them from now on. */
+  private settleIndex(index: IndexWrite): void {
+    for (const [agentId, s] of index.statsWrites) this.indexedStats.set(agentId, s);
+    for (const p of index.rows) {
+      if (this.unindexedEnvelopes.get(p.envelopeId) === p.seq) this.unindexedEnvelopes.delete(p.envelopeId);
+      if (p.postCheckParent !== null && this.unindexedPostChecks.get(p.postCheckParent) === p.envelopeId) this.unindexedPostChecks.delete(p.postCheckParent);
+    }
+    this.unindexed = [];
+    if (this.indexTimer !== null) {
+      clearTimeout(this.indexTimer);
+      this.indexTimer = null;
+    }
+  }
+
+  /**
+   * No batch came to carry the waiting index entries along: write them on their own, unless a batch or a
+   * reopen is under way (it takes them, or the timer asks again). Synchronous: outside a load there is
+   * nothing for the write thread to overlap with. A failure leaves them waiting; an open rebuilds them.
+   */
+  private indexIdle(): void {
+    if (this.unindexed.length === 0) return;
+    if (this.writing || this.queue.length > 0 || this.h.whenOpen() !== null) {
+      if (!this.closing) {
+        this.armIndexTimer();
+      }
+      return;
+    }
+    const index = this.indexWrite(this.unindexed);
+    try {
+      this.h.env.transactionSync(() => this.putIndex(index));
+    } catch (err) {
+      observeCommitError(err);
+      return;
+    }
+    this.settleIndex(index);
   }
 
   /**
@@ -608,20 +744,28 @@ class LmdbLedger implements Ledger {
    * keeps building rows; ifNoExists(first seq) makes them one conditional block that commits in one
    * transaction, and writes nothing if that seq is already stored (another writer: the batch fails).
    */
-  private writeBatch(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead): Promise<boolean> {
-    return this.h.rows.ifNoExists(batch[0].built.seq, () => this.putBatch(batch, statsWrites, head));
+  private writeBatch(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): Promise<boolean> {
+    return this.h.rows.ifNoExists(batch[0].built.seq, () => this.putBatch(batch, index, head));
   }
 
   /** The batch's writes; inside a synchronous transaction lmdb-js applies each put at once. */
-  private putBatch(batch: PendingRow[], statsWrites: Array<[string, AgentStats]>, head: MetaHead): void {
+  private putBatch(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): void {
     for (const p of batch) {
       this.bytesSinceRemap += p.built.bytes.length;
       void this.h.rows.put(p.built.seq, p.built.bytes);
-      void this.h.envelopes.put(p.envelopeId, p.built.seq);
+    }
+    void this.h.meta.put('head', head);
+    if (index !== null) this.putIndex(index);
+  }
+
+  /** Index entries of committed rows, and the watermark an open rebuilds from (rebuildIndexes). */
+  private putIndex(index: IndexWrite): void {
+    for (const p of index.rows) {
+      void this.h.envelopes.put(p.envelopeId, p.seq);
       if (p.postCheckParent !== null) void this.h.postChecks.put(p.postCheckParent, p.envelopeId);
     }
-    for (const [agentId, s] of statsWrites) void this.h.agentStats.put(agentId, s);
-    void this.h.meta.put('head', head);
+    for (const [agentId, s] of index.statsWrites) void this.h.agentStats.put(agentId, s);
+    void this.h.meta.put(LMDB_INDEXED_KEY, index.rows[index.rows.length - 1].seq);
   }
 
   private acknowledge(batch: PendingRow[]): void {
@@ -686,7 +830,14 @@ class LmdbLedger implements Ledger {
       p.reject(error);
       this.waiters.settled(p.envelopeId);
     }
+    // The cache loses the failed rows' counts: what the database holds, plus the committed rows not indexed yet.
     this.stats.clear();
+    for (const p of this.unindexed) {
+      if (!p.countsAsActivity) continue;
+      const s = this.statsFor(p.agentId);
+      if (p.countsAsExecution) addExecution(s, p.decision);
+      touch(s, p.timestamp);
+    }
     this.builder.reset(this.committedHead);
     this.writing = false;
     this.waiters.wakeRoom();
@@ -708,7 +859,7 @@ class LmdbLedger implements Ledger {
   async get(envelopeId: string): Promise<AuditRowWithPayload | null> {
     if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     if (this.h.whenOpen()) await this.h.whenOpen();
-    const seq = this.h.envelopes.get(envelopeId);
+    const seq = this.seqOf(envelopeId);
     if (seq === undefined) return null;
     const bytes = this.h.rows.get(seq);
     if (!bytes) throw new LedgerIntegrityError(`envelope ${envelopeId} is indexed at seq ${seq}, which is missing`, seq);
@@ -741,7 +892,7 @@ class LmdbLedger implements Ledger {
 
   async postCheckOf(preCheckEnvelopeId: string): Promise<string | null> {
     if (this.h.whenOpen()) await this.h.whenOpen();
-    return this.inFlightPostChecks.get(preCheckEnvelopeId) ?? this.h.postChecks.get(preCheckEnvelopeId) ?? null;
+    return this.inFlightPostChecks.get(preCheckEnvelopeId) ?? this.postCheckOfCommitted(preCheckEnvelopeId) ?? null;
   }
 
   async agentStats(agentId: string): Promise<AgentStats> {
@@ -926,8 +1077,8 @@ class LmdbLedger implements Ledger {
     if (this.closing) throw new LedgerUnavailableError('ledger is closed');
     if (this.inFlight.has(envelopeId)) await this.waiters.whenSettled(envelopeId);
     return this.h.hold(async () => {
-      const { env, rows, envelopes } = this.h;
-      const seq = envelopes.get(envelopeId);
+      const { env, rows } = this.h;
+      const seq = this.seqOf(envelopeId);
       if (seq === undefined) return false;
       const erased = await env
         .childTransaction(() => {
@@ -964,6 +1115,10 @@ class LmdbLedger implements Ledger {
       this.waiters.wakeRoom();
       this.closed = this.waiters.whenIdle().then(async () => {
         await Promise.allSettled([...this.verifying]);
+        // Written now rather than rebuilt at the next open.
+        if (this.indexTimer !== null) clearTimeout(this.indexTimer);
+        this.indexTimer = null;
+        this.indexIdle();
       });
     }
     return this.closed;
@@ -1038,6 +1193,56 @@ function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: st
 }
 
 /**
+ * Writes the index entries of the rows after `indexed` (committed, their index entries not yet written when
+ * the process stopped), in one transaction with the new watermark. Rows are read first and written after,
+ * so no cursor is open across the writes. A row whose header cannot be read gets no entry (verify()
+ * reports it) and the watermark passes it.
+ */
+function rebuildIndexes(h: LmdbHandles, indexed: number): void {
+  const entries: IndexEntry[] = [];
+  let last = indexed;
+  for (const { key, value } of h.rowsRaw.getRange({ start: indexed + 1 })) {
+    if (!isSeqKey(key)) continue;
+    last = key;
+    let row: AuditRow;
+    try {
+      row = readAuditRow(value, key);
+    } catch {
+      continue;
+    }
+    entries.push({
+      seq: key,
+      envelopeId: row.envelope_id,
+      agentId: row.agent_id,
+      postCheckParent: row.phase === 'post_check' ? row.parent_envelope_id : null,
+      countsAsExecution: countsAsExecution(row.phase),
+      countsAsActivity: countsAsActivity(row.phase),
+      decision: row.decision,
+      timestamp: row.timestamp,
+    });
+  }
+  if (last === indexed) return;
+  h.env.transactionSync(() => {
+    const stats = new Map<string, AgentStats>();
+    for (const e of entries) {
+      // A key already indexed keeps its first row, as append() would have refused the second.
+      if (h.envelopes.get(e.envelopeId) === undefined) void h.envelopes.put(e.envelopeId, e.seq);
+      if (e.postCheckParent !== null && h.postChecks.get(e.postCheckParent) === undefined) void h.postChecks.put(e.postCheckParent, e.envelopeId);
+      if (!e.countsAsActivity) continue;
+      let s = stats.get(e.agentId);
+      if (!s) {
+        const stored = h.agentStats.get(e.agentId);
+        stats.set(e.agentId, (s = stored ? copyStats(stored) : emptyStats()));
+      }
+      if (e.countsAsExecution) addExecution(s, e.decision);
+      touch(s, e.timestamp);
+    }
+    for (const [agentId, s] of stats) void h.agentStats.put(agentId, s);
+    void h.meta.put(LMDB_INDEXED_KEY, last);
+  });
+}
+
+/**
  * Opens (creating if needed) the LMDB ledger at `path`: a directory holding data.mdb and lock.mdb,
  * or, when the path has a file extension, that data file (lmdb-js convention). One process may write
  * a ledger at a time.
@@ -1081,6 +1286,14 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       }
     }
 
+    // Ledgers written before the indexes trailed the rows have them complete through the recorded head.
+    let indexed = meta.get(LMDB_INDEXED_KEY) as number | undefined;
+    if (indexed === undefined) {
+      indexed = Math.min(recorded?.seq ?? 0, head.seq);
+      meta.putSync(LMDB_INDEXED_KEY, indexed);
+    }
+    if (head.seq > indexed) rebuildIndexes(h, indexed);
+
     const ledger = new LmdbLedger(
       h, payloadKey, head, breakAtSeq, path,
       opts.parallelVerifyMinRows ?? DEFAULT_PARALLEL_VERIFY_MIN_ROWS, opts.parallelVerifyFallback ?? true,
@@ -1089,6 +1302,8 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       opts.loopSyncMaxMs ?? LOOP_SYNC_MAX_MS,
       opts.loopSyncMaxUtilization ?? LOOP_SYNC_MAX_UTILIZATION,
       opts.remapAfterBytes ?? DEFAULT_REMAP_AFTER_BYTES,
+      Math.max(1, opts.indexBatchRows ?? INDEX_BATCH_ROWS),
+      opts.indexMaxDelayMs ?? INDEX_MAX_DELAY_MS,
       Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS),
       source,
     );

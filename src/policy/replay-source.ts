@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { open, type RootDatabase } from 'lmdb';
 import type { Manifest } from '../contracts/manifest.js';
 import type { KvStore } from '../ledger/port.js';
-import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, openRawRows } from '../ledger/lmdb-layout.js';
+import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, LMDB_INDEXED_KEY, openRawRows } from '../ledger/lmdb-layout.js';
+import { readAuditRow } from '../ledger/row-reader.js';
 import { keyFingerprint } from '../ledger/payload-cipher.js';
 import type { ReplayRow } from './replay.js';
 import { replayRow, ReplaySourceError } from './replay-row.js';
@@ -62,6 +63,26 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
     // One snapshot for the whole replay: rows appended meanwhile are not part of it.
     const txn = env.useReadTransaction();
     let done = false;
+    // The writer indexes rows a little after it commits them (ledger/lmdb.ts, INDEX_BATCH_ROWS): the
+    // envelopes of rows past its watermark are found by reading those rows, once, on the first miss.
+    let tail: Map<string, number> | null = null;
+    const unindexed = (): Map<string, number> => {
+      if (tail !== null) return tail;
+      tail = new Map();
+      const indexed = meta.get(LMDB_INDEXED_KEY, { transaction: txn });
+      const start = typeof indexed === 'number' ? indexed + 1 : null;
+      if (start === null) return tail;
+      for (const { key: seq, value } of rowsRaw.getRange({ transaction: txn, start })) {
+        if (typeof seq !== 'number') continue;
+        try {
+          const id = readAuditRow(value, seq).envelope_id;
+          if (!tail.has(id)) tail.set(id, seq);
+        } catch {
+          // An unreadable row names no envelope; the chain's verification reports it.
+        }
+      }
+      return tail;
+    };
     return {
       *rows(start?: number, end?: number) {
         const range = { transaction: txn, ...(start !== undefined ? { start } : {}), ...(end !== undefined ? { end } : {}) };
@@ -71,7 +92,7 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
         }
       },
       byEnvelope(envelopeId) {
-        const seq = envelopes.get(envelopeId, { transaction: txn });
+        const seq = envelopes.get(envelopeId, { transaction: txn }) ?? unindexed().get(envelopeId);
         if (typeof seq !== 'number') return null;
         const raw = rowsCopied.get(seq, { transaction: txn });
         if (raw === undefined) return null;

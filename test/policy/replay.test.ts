@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { open } from 'lmdb';
 import t from 'tap';
+import { LMDB_INDEXED_KEY } from '../../src/ledger/lmdb-layout.js';
 import { SCORING_CONFIG } from '../../src/engine/scoring-config.js';
 import { loadGoldenRules } from '../../src/policy/golden.js';
 import { loadManifestDir } from '../../src/policy/manifest-files.js';
@@ -39,11 +41,25 @@ t.test('a stored version published over the API (not active) is replayed by refe
   t.match(forged.stderr, /does not match the stored content/);
 });
 
+/** Resolves once the ledger at `dir` has written its index entries through `seq`. */
+async function indexedThrough(dir: string, seq: number): Promise<void> {
+  for (;;) {
+    const env = open({ path: dir, maxDbs: 12, readOnly: true });
+    const indexed = env.openDB('meta', {}).get(LMDB_INDEXED_KEY);
+    await env.close();
+    if (indexed === seq) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 t.test('a candidate that blocks what was approved, replayed while the gateway runs', async (t) => {
   const w = await writeLedger(t);
   const before = await w.gw.request('GET', '/v1/audit/chain/verify');
   t.equal(before.body.valid, true);
   const head = await w.gw.composed.storage.ledger.head();
+  // The gateway writes its index entries a little after the rows (ledger/lmdb.ts): wait for that write, so
+  // that the file stays unchanged unless the replay writes.
+  await indexedThrough(join(w.dir, 'ledger'), head.seq);
   const fileHash = () => createHash('sha256').update(readFileSync(join(w.dir, 'ledger', 'data.mdb'))).digest('hex');
   const bytesBefore = fileHash();
 
