@@ -80,7 +80,7 @@ export default async function run() {
         GOV_KEY: KEY,
         GOV_SOURCE_ID: `sidecar@bench-${level}`,
         GOV_LEDGER_DURABILITY: level,
-      }, /gov sidecar proxy listening on (\S+)/);
+      }, /gov sidecar proxy listening on (\S+)/, { program: true });
       children.push(sc.child);
       await waitHealthy(apiPort, sc.child);
       sidecars[level] = `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`;

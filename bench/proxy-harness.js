@@ -43,10 +43,13 @@ export async function freePort() {
  * Spawns a node script and resolves once its stdout matches `ready`, with the child and a reader of its
  * last stderr. `prefix` runs node through another command (`[cmd, ...cmdArgs]`, node and `args` appended),
  * which keeps the prefix's pid if it execs node; `children` receives the child at once, before it is
- * ready, for callers that must clean up a child that never gets there.
+ * ready, for callers that must clean up a child that never gets there. `program`: `args[0]` is run as a
+ * program, not by node: `dist/cli/main.js` is the `gov` launcher, which sizes V8 for `gov sidecar` and execs
+ * node in its own pid (cli/main.ts), as the image's entrypoint runs it.
  */
-export function startProcess(args, env, ready, { prefix = [], children = null } = {}) {
-  const [command, ...commandArgs] = prefix.length > 0 ? [...prefix, process.execPath, ...args] : [process.execPath, ...args];
+export function startProcess(args, env, ready, { prefix = [], children = null, program = false } = {}) {
+  const run = program ? args : [process.execPath, ...args];
+  const [command, ...commandArgs] = [...prefix, ...run];
   const child = spawn(command, commandArgs, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children?.push(child);
   let out = '';

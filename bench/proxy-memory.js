@@ -27,12 +27,13 @@ const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const LIMIT_MB = Number(process.env.BENCH_PROXY_MEMORY_MB ?? 100);
 /**
- * V8 caps for the constrained sidecar, as docs/proxy.md recommends for a 100 MiB pod: Node sizes its heap
- * from the cgroup limit but not below ~259 MiB, so without caps V8 does not collect harder before the
- * kernel OOM-kills the process. The unconstrained sidecar runs with Node's defaults, so the ratio is the
- * whole cost of running in such a pod.
+ * Extra NODE_OPTIONS for the constrained sidecar; none by default. Both sidecars start through the gov
+ * launcher (dist/cli/main.js, as the image's entrypoint), which sizes V8 from the cgroup's limit: Node alone
+ * sizes its heap from it but not below ~259 MiB (heapLimitIn reports what it picks), so V8 would not collect
+ * harder before the kernel OOM-kills the process. The unconstrained sidecar runs with Node's own sizing
+ * (GOV_SIDECAR_HEAP_MB=0), so the ratio is the whole cost of running in such a pod.
  */
-const LIMITED_NODE_OPTIONS = process.env.BENCH_PROXY_MEMORY_NODE_OPTIONS ?? '--max-semi-space-size=2 --max-old-space-size=48';
+const LIMITED_NODE_OPTIONS = process.env.BENCH_PROXY_MEMORY_NODE_OPTIONS ?? '';
 const DURATION_S = Number(process.env.BENCH_PROXY_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_PROXY_ROUNDS ?? 3);
 const CONNECTIONS = 16;
@@ -143,7 +144,7 @@ export default async function run() {
         [CLI, 'sidecar'],
         { ...sidecarEnv({ db: join(dir, 'ledger-limited'), mockUrl, apiPort: ports.cApi, proxyPort: ports.cProxy }), NODE_OPTIONS: LIMITED_NODE_OPTIONS },
         /gov sidecar proxy listening on (\S+)/,
-        { prefix: inCgroup(cg.dir), children },
+        { prefix: inCgroup(cg.dir), children, program: true },
       );
       await waitHealthy(ports.cApi, limited.child);
     } catch (e) {
@@ -158,7 +159,7 @@ export default async function run() {
       if (!stopping) console.error(`bench proxy-memory: the constrained sidecar ${describeExit(how)} during the run (cgroup OOM kills ${cg.oomKills()}); stderr: ${limited.stderr().trim() || '(empty)'}`);
     });
 
-    const free = await startProcess([CLI, 'sidecar'], sidecarEnv({ db: join(dir, 'ledger-free'), mockUrl, apiPort: ports.uApi, proxyPort: ports.uProxy }), /gov sidecar proxy listening on (\S+)/);
+    const free = await startProcess([CLI, 'sidecar'], { ...sidecarEnv({ db: join(dir, 'ledger-free'), mockUrl, apiPort: ports.uApi, proxyPort: ports.uProxy }), GOV_SIDECAR_HEAP_MB: '0' }, /gov sidecar proxy listening on (\S+)/, { program: true });
     children.push(free.child);
     await waitHealthy(ports.uApi, free.child);
 

@@ -151,6 +151,7 @@ export default async function run() {
       // BENCH_PROXY_DB=:memory: isolates the proxy's own cost from the ledger's disk syncs.
       sidecarEnv({ db: process.env.BENCH_PROXY_DB ?? join(dir, 'ledger'), mockUrl, apiPort, proxyPort }),
       /gov sidecar proxy listening on (\S+)/,
+      { program: true },
     );
     children.push(sidecar.child);
     // Ready means /v1/health answers 200 (ledger open, policies loaded), counted from the spawn.

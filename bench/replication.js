@@ -99,7 +99,8 @@ const TOKEN = 'bench-embed-token-0123456789abcdef';
 
 async function startSidecar(dir, centralUrl, i) {
   const apiPort = await freePort();
-  const child = spawn(process.execPath, [CLI, 'sidecar'], {
+  // The gov launcher, as the image's entrypoint runs it (cli/main.ts): it sizes V8 and execs node.
+  const child = spawn(CLI, ['sidecar'], {
     env: {
       ...process.env, GOV_ENV: 'test', GOV_LOG_LEVEL: 'warn', GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(await freePort()),
       GOV_EMBED_DB: path.join(dir, `sidecar-${i}`), GOV_EMBED_TOKEN: TOKEN, GOV_SOURCE_ID: `sidecar@lag-${i}`,

@@ -31,7 +31,7 @@ export default async function run() {
     const apiPort = await freePort();
     const proxyPort = await freePort();
     const ledger = join(dir, 'ledger');
-    const sidecar = await startProcess([CLI, 'sidecar'], sidecarEnv({ db: ledger, mockUrl: `http://127.0.0.1:${mock.match[1]}`, apiPort, proxyPort }), /gov sidecar proxy listening on (\S+)/, { children });
+    const sidecar = await startProcess([CLI, 'sidecar'], sidecarEnv({ db: ledger, mockUrl: `http://127.0.0.1:${mock.match[1]}`, apiPort, proxyPort }), /gov sidecar proxy listening on (\S+)/, { children, program: true });
     await waitHealthy(apiPort, sidecar.child);
     const pid = sidecar.child.pid;
     const idle = { hwm: memKb(pid, 'VmHWM'), anon: memKb(pid, 'RssAnon'), file: memKb(pid, 'RssFile') };

@@ -83,6 +83,8 @@ const DEFAULT_REMAP_AFTER_BYTES = 2 << 20;
  * rows and head alone (docs/performance.md, "Session 18").
  */
 const INDEX_BATCH_ROWS = 512;
+/** A deferred row (AppendOptions.defer) whose companion never came commits after this long. */
+const DEFERRED_COMMIT_MS = 20;
 const INDEX_MAX_DELAY_MS = 200;
 /** Agents per synchronous range read of agents(): a page of the agent list (at most 1,000) takes one or two. */
 const AGENT_PAGE = 512;
@@ -254,6 +256,12 @@ class LmdbLedger implements Ledger {
   private readonly unindexedEnvelopes = new Map<string, number>();
   private readonly unindexedPostChecks = new Map<string, string>();
   private indexTimer: NodeJS.Timeout | null = null;
+  /** Commits deferred rows left queued (AppendOptions.defer); kept referenced, so close() never waits on it in vain. */
+  private deferTimer: NodeJS.Timeout | null = null;
+  private readonly onDeferTimer = () => {
+    this.deferTimer = null;
+    if (this.queue.length > 0 && !this.scheduled && !this.writing) this.scheduleFlush(true);
+  };
   private readonly onIndexTimer = () => {
     this.indexTimer = null;
     this.indexIdle();
@@ -385,6 +393,10 @@ class LmdbLedger implements Ledger {
     this.queue.push(pending);
     if (pending.urgent) this.urgentQueued++;
     if (this.writing) return promise;
+    if (options?.defer === true && !pending.urgent) {
+      if (this.deferTimer === null) this.deferTimer = setTimeout(this.onDeferTimer, DEFERRED_COMMIT_MS);
+      return promise;
+    }
     // Busy (a batch began within the last IDLE_FLUSH_MS): wait for setImmediate, so that appends from
     // every request handled in this loop turn join one batch. Idle: commit at the end of this task,
     // because there is nobody to batch with and waiting only adds latency (~0.35 ms a call at 500 req/s).

@@ -16,6 +16,13 @@ export interface AppendOptions {
    * syncs fast). The durability rule is unchanged; an adapter without batching ignores it.
    */
   urgent?: boolean;
+  /**
+   * The caller is about to append a row it waits on, and this one may commit with it (the sidecar stages a
+   * pre-check while the upstream answers, and its post-check follows): queue this row without starting a
+   * commit. It commits with the next batch, or on its own after a short while at the latest. Ignored with
+   * `urgent`; an adapter without batching ignores it.
+   */
+  defer?: boolean;
 }
 
 export interface VerifyOptions {

@@ -3,7 +3,7 @@ import { mediaType, SSE_TYPE } from './headers.js';
 import type { Inspected } from './protocol.js';
 import { answerError, errorInfo, failedUpstream, govHeaders, ledgerBehind, ledgerDown, refusal } from './pipeline/answers.js';
 import type { ProxyCall, ProxyCore } from './pipeline/call.js';
-import { commitBeforeHead, postCheckRequest, preCheck, recordBoth, type PreCheck } from './pipeline/checks.js';
+import { commitBeforeHead, postCheckRequest, preCheck, recordBoth, stageWhileForwarded, type PreCheck } from './pipeline/checks.js';
 import { forward, refusedHead } from './pipeline/forward.js';
 import { passThrough } from './pipeline/pass-through.js';
 import { streamedAnswer } from './pipeline/streamed-answer.js';
@@ -76,6 +76,7 @@ async function governed(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promis
   const t0 = performance.now();
   const sent = forward(core, call);
   if (call.proposal.stream) commitBeforeHead(pre, call.callsInFlight() === 1);
+  else stageWhileForwarded(pre);
   let up: UpstreamResponse;
   try {
     up = await sent;

@@ -142,3 +142,34 @@ t.test('a crash before the index entries were written: the next open rebuilds th
   await t.rejects(ledger.append(entry({ phase: 'post_check', parent_envelope_id: pre.envelope_id })), { code: 'post_check_exists' });
   t.same(await ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: escalated.hash });
 });
+
+t.test('a deferred row waits for the next append and commits with it', async (t) => {
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir);
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  let settled = false;
+  const staged = ledger.append(entry({ phase: 'pre_check' }), { defer: true }).then((r) => {
+    settled = true;
+    return r;
+  });
+  await new Promise((r) => setImmediate(r));
+  t.equal(settled, false, 'not acknowledged');
+  t.equal((await rawIndexes(dir)).head, undefined, 'not committed: no commit started');
+  const next = await ledger.append(entry());
+  const first = await staged;
+  t.same([first.seq, next.seq], [1, 2]);
+  t.equal((await rawIndexes(dir)).head?.seq, 2, 'both in one commit');
+});
+
+t.test('a deferred row whose companion never comes still commits, and close() waits for it', async (t) => {
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir);
+  const alone = await storage.ledger.append(entry(), { defer: true });
+  t.equal(alone.seq, 1);
+  t.equal((await rawIndexes(dir)).head?.seq, 1);
+  const pending = storage.ledger.append(entry(), { defer: true });
+  await storage.close();
+  t.equal((await pending).seq, 2, 'acknowledged before close() resolved');
+  t.equal((await rawIndexes(dir)).head?.seq, 2);
+});

@@ -1,4 +1,5 @@
 import type { PostCheckRequest, PostCheckResponse, PreCheckRequest, PreCheckResponse } from '../../contracts/runtime.js';
+import type { AppendOptions } from '../../ledger/port.js';
 import { fromPreCheck } from '../../engine/normalize.js';
 import type { ExternalDetectorVerdict } from '../../engine/types.js';
 import type { ClassifierCache, Decided, HeldPreCheck } from '../../runtime/governor.js';
@@ -78,7 +79,19 @@ export class PreCheck {
    * `urgent` (first call only): a streamed answer's head waits on this row alone (AppendOptions).
    */
   durable(urgent = false): Promise<boolean> {
-    return (this.committed ??= this.decided.record({ urgent }).then(durableRow, (e: unknown) => refusedRow(this.core, 'pre-check', e)));
+    return this.append({ urgent });
+  }
+
+  /**
+   * Appends the row without starting a commit (AppendOptions.defer), so that building it happens while the
+   * upstream answers, not on the answer's path; it still commits with the post-check.
+   */
+  stage(): void {
+    void this.append({ defer: true });
+  }
+
+  private append(options: AppendOptions): Promise<boolean> {
+    return (this.committed ??= this.decided.record(options).then(durableRow, (e: unknown) => refusedRow(this.core, 'pre-check', e)));
   }
 }
 
@@ -116,6 +129,18 @@ export function commitBeforeHead(pre: PreCheck, alone: boolean): void {
 
 function commitUrgent(pre: PreCheck): void {
   void pre.durable(true);
+}
+
+/**
+ * Builds and queues a whole answer's pre-check row while the upstream thinks. From a setImmediate queued
+ * after undici's (commitBeforeHead says why), so the request is written first.
+ */
+export function stageWhileForwarded(pre: PreCheck): void {
+  setImmediate(stagePre, pre);
+}
+
+function stagePre(pre: PreCheck): void {
+  pre.stage();
 }
 
 /**
