@@ -83,9 +83,9 @@ const DEFAULT_REMAP_AFTER_BYTES = 2 << 20;
  * rows and head alone (docs/performance.md, "Session 18").
  */
 const INDEX_BATCH_ROWS = 512;
+const INDEX_MAX_DELAY_MS = 200;
 /** A deferred row (AppendOptions.defer) whose companion never came commits after this long. */
 const DEFERRED_COMMIT_MS = 20;
-const INDEX_MAX_DELAY_MS = 200;
 /** Agents per synchronous range read of agents(): a page of the agent list (at most 1,000) takes one or two. */
 const AGENT_PAGE = 512;
 /** Below this many rows verify() walks in-thread; above, it splits the walk across worker threads. */
@@ -244,7 +244,7 @@ class LmdbLedger implements Ledger {
   private readonly waiters: CommitWaiters;
   /** pre-check envelope id → post_check envelope id for rows not yet durable. */
   private readonly inFlightPostChecks = new Map<string, string>();
-  /** Agent stats including rows not yet durable; the database holds the durable counts. */
+  /** Agent stats including rows not yet durable; the database holds the counts of indexed rows. */
   private readonly stats = new Map<string, AgentStats>();
   /** Agent stats as last indexed (what the database holds), for writing absolute values. */
   private readonly indexedStats = new Map<string, AgentStats>();
@@ -256,7 +256,10 @@ class LmdbLedger implements Ledger {
   private readonly unindexedEnvelopes = new Map<string, number>();
   private readonly unindexedPostChecks = new Map<string, string>();
   private indexTimer: NodeJS.Timeout | null = null;
-  /** Commits deferred rows left queued (AppendOptions.defer); kept referenced, so close() never waits on it in vain. */
+  /**
+   * Commits deferred rows nobody followed (AppendOptions.defer). Not unref'd: close() waits for the queue to
+   * drain, and for such a row this timer is what drains it.
+   */
   private deferTimer: NodeJS.Timeout | null = null;
   private readonly onDeferTimer = () => {
     this.deferTimer = null;
@@ -702,9 +705,7 @@ class LmdbLedger implements Ledger {
       this.unindexedEnvelopes.set(p.envelopeId, p.seq);
       if (p.postCheckParent !== null) this.unindexedPostChecks.set(p.postCheckParent, p.envelopeId);
     }
-    if (this.indexTimer === null && !this.closing) {
-      this.armIndexTimer();
-    }
+    if (this.indexTimer === null && !this.closing) this.armIndexTimer();
   }
 
   private armIndexTimer(): void {
@@ -735,9 +736,7 @@ class LmdbLedger implements Ledger {
   private indexIdle(): void {
     if (this.unindexed.length === 0) return;
     if (this.writing || this.queue.length > 0 || this.h.whenOpen() !== null) {
-      if (!this.closing) {
-        this.armIndexTimer();
-      }
+      if (!this.closing) this.armIndexTimer();
       return;
     }
     const index = this.indexWrite(this.unindexed);
