@@ -138,6 +138,12 @@ interface IndexEntry {
   timestamp: string;
 }
 
+/** Adds an activity row to an agent's counters (the caller checked countsAsActivity). */
+function countRow(stats: AgentStats, e: IndexEntry): void {
+  if (e.countsAsExecution) addExecution(stats, e.decision);
+  touch(stats, e.timestamp);
+}
+
 /** The index entries a commit writes: `rows` in seq order, and the agents' absolute stats after them. */
 interface IndexWrite {
   rows: IndexEntry[];
@@ -390,8 +396,7 @@ class LmdbLedger implements Ledger {
     }
     if (pending.countsAsActivity) {
       const s = this.statsFor(pending.agentId);
-      if (pending.countsAsExecution) addExecution(s, entry.decision);
-      touch(s, entry.timestamp);
+      countRow(s, pending);
     }
     this.queue.push(pending);
     if (pending.urgent) this.urgentQueued++;
@@ -672,8 +677,7 @@ class LmdbLedger implements Ledger {
       if (!p.countsAsActivity) continue;
       let d = deltas.get(p.agentId);
       if (!d) deltas.set(p.agentId, (d = emptyStats()));
-      if (p.countsAsExecution) addExecution(d, p.decision);
-      touch(d, p.timestamp);
+      countRow(d, p);
     }
     const statsWrites: Array<[string, AgentStats]> = [];
     for (const [agentId, delta] of deltas) {
@@ -846,8 +850,7 @@ class LmdbLedger implements Ledger {
     for (const p of this.unindexed) {
       if (!p.countsAsActivity) continue;
       const s = this.statsFor(p.agentId);
-      if (p.countsAsExecution) addExecution(s, p.decision);
-      touch(s, p.timestamp);
+      countRow(s, p);
     }
     this.builder.reset(this.committedHead);
     this.writing = false;
@@ -1245,8 +1248,7 @@ function rebuildIndexes(h: LmdbHandles, indexed: number): void {
         const stored = h.agentStats.get(e.agentId);
         stats.set(e.agentId, (s = stored ? copyStats(stored) : emptyStats()));
       }
-      if (e.countsAsExecution) addExecution(s, e.decision);
-      touch(s, e.timestamp);
+      countRow(s, e);
     }
     for (const [agentId, s] of stats) void h.agentStats.put(agentId, s);
     void h.meta.put(LMDB_INDEXED_KEY, last);
