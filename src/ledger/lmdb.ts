@@ -786,6 +786,8 @@ class LmdbLedger implements Ledger {
   private acknowledge(batch: PendingRow[]): void {
     const last = batch[batch.length - 1].built.seq;
     if (last > this.acknowledgedSeq) this.acknowledgedSeq = last;
+    // Committed rows are read from LMDB from now on, and lmdb-js let go of their bytes when the commit resolved.
+    this.builder.release(this.acknowledgedSeq);
     for (const p of batch) {
       if (this.inFlight.get(p.envelopeId) === p) this.inFlight.delete(p.envelopeId);
       if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === p.envelopeId) {

@@ -23,6 +23,17 @@ const RISK_TIERS = new Set<string>(RiskTier.options);
 const MAX_ID_LENGTH = 200;
 const SALT_BYTES = MIN_SALT_BYTES;
 const SLAB_BYTES = 1 << 20;
+/**
+ * Full slabs kept for reuse once their rows are released (RowBuilder.release). One is enough while commits
+ * keep up; a few more cover a slow commit. Beyond that a full slab is left to the garbage collector.
+ */
+const MAX_RETIRED_SLABS = 3;
+
+/** A full slab and the highest seq written into it: reusable once every row through that seq is released. */
+interface RetiredSlab {
+  buf: Buffer;
+  lastSeq: number;
+}
 
 export interface BuiltRow {
   seq: number;
@@ -69,8 +80,11 @@ export function validateEntry(e: AppendEntry): void {
 export class RowBuilder {
   private seq: number;
   private headHex: string;
-  private slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+  private slab: Buffer = Buffer.allocUnsafeSlow(SLAB_BYTES);
   private slabOffset = 0;
+  private retired: RetiredSlab[] = [];
+  /** Rows through this seq are stored and nobody holds their bytes (release()); -1: never told, never reuse. */
+  private releasedSeq = -1;
   private randomPool = Buffer.allocUnsafe(16 * 1024);
   private randomOffset = this.randomPool.length;
   private readonly canonical = new CanonicalWriter();
@@ -105,9 +119,30 @@ export class RowBuilder {
     return out;
   }
 
+  /**
+   * The owner's word that every row through `seq` is stored and that nothing reads its `bytes` any more:
+   * the slabs holding only such rows may be written over. Only an owner that drops its views once a row
+   * is stored may call it (the LMDB adapter does; the memory adapter keeps its rows' views for good and
+   * never calls it). A slab is retired with the seq of the last row built when it filled; rows that failed
+   * before a reset() may sit in it with higher seqs, but nobody reads a failed row's bytes.
+   */
+  release(seq: number): void {
+    if (seq > this.releasedSeq) this.releasedSeq = seq;
+  }
+
+  /**
+   * A fresh slab's pages are mapped in by the kernel on first write (glibc serves 1 MB with mmap), and
+   * freed with munmap: on virtual machines that trap each page-table change, that measured ~12 µs a page,
+   * ~6 µs per row (docs/performance.md, "Session 19"). A released slab is already mapped.
+   */
   private reserve(n: number): void {
     if (this.slabOffset + n > this.slab.length) {
-      this.slab = Buffer.allocUnsafeSlow(Math.max(SLAB_BYTES, n));
+      if (this.slab.length === SLAB_BYTES) {
+        this.retired.push({ buf: this.slab, lastSeq: this.seq });
+        if (this.retired.length > MAX_RETIRED_SLABS) this.retired.shift();
+      }
+      const reusable = n <= SLAB_BYTES && this.retired.length > 0 && this.retired[0].lastSeq <= this.releasedSeq;
+      this.slab = reusable ? this.retired.shift()!.buf : Buffer.allocUnsafeSlow(Math.max(SLAB_BYTES, n));
       this.slabOffset = 0;
     }
   }
