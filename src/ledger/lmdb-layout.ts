@@ -29,11 +29,12 @@ export const LMDB_DB_NAMES = {
  * sync, so the ledger acknowledges exactly the batch the disk confirmed (fsync mode) rather than reading the
  * environment's latest flush.
  *
- * remapChunks: map the file in chunks on demand and unmap unused ones, instead of one map of the whole
- * file. LMDB reads every transaction's B-tree path through the map and, with small transactions, that path
- * is on a new page each time, so one whole-file map ends up resident (file-backed RSS) in proportion to the
- * ledger: 1,476 MB of a 2.35 GB file after 600k rows appended 16 at a time, against 227 MB with chunks
- * (lmdb-js alone; docs/performance.md). Measured cost: none on append or on the sidecar, ~9 % on verify.
+ * remapChunks off (lmdb-js's default on 64-bit): one map of the whole file. What keeps the file's resident
+ * part bounded is the ledger's periodic reopen (lmdb-handles.ts), which unmaps it whatever the map's shape.
+ * With the file mapped in 64 KB chunks (session 2 to 18) a reopen's close unmapped each chunk on its own,
+ * 15-24 ms a close against ~1-2 ms for one map, a stall of the serving thread every ~500 calls, and
+ * lmdb-js re-mapped chunks between transactions; without them the sidecar's p99 at 500 req/s fell ~30 %
+ * (docs/performance.md, "Session 19"). A mapping option, not a file format.
  *
  * eventTurnBatching off: by default lmdb-js opens a transaction per event-loop turn with an internal
  * batch-start write whose promise nobody can reach, so a failed commit (I/O error, disk full) rejects it
@@ -42,7 +43,7 @@ export const LMDB_DB_NAMES = {
  * starts at setImmediate after the first write (lmdb-js's write.js, txnStartThreshold path), where the
  * per-turn batch started it.
  */
-export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true, remapChunks: true, eventTurnBatching: false } as const;
+export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true, remapChunks: false, eventTurnBatching: false } as const;
 
 /**
  * Meta key: the seq through which the derived databases (envelopes, post_checks, agent_stats) are written.

@@ -5,8 +5,10 @@
 // bounded while the file grows.
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { open } from 'lmdb';
 import t from 'tap';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS } from '../../src/ledger/lmdb-layout.js';
 import type { AuditRow } from '../../src/contracts/audit.js';
 import { entry, ledgerSuite } from './fixtures/ledger-suite.js';
 import { tempLedgerDir } from './fixtures/lmdb-helpers.js';
@@ -78,4 +80,26 @@ t.test('the resident part of data.mdb stays bounded while the ledger grows', { s
   // mapped is what was touched since the last reopen, so ~3 MB here. Without reopening it approaches the
   // file (up to ~512 MB, lmdb-handles.ts).
   t.ok(peakKb < 12 * 1024, `at most ${(peakKb / 1024).toFixed(1)} MB of it was resident at once`);
+});
+
+t.test('a ledger whose file was mapped in chunks (sessions 2 to 18) opens, verifies and grows with one map', async (t) => {
+  const dir = tempLedgerDir(t);
+  const first = await openLmdbStorage(dir, { durability: 'commit' });
+  const before: AuditRow[] = [];
+  for (let i = 0; i < 200; i++) before.push(await first.ledger.append(entry({ payload: { request: { input: `row ${i}` } } })));
+  await first.close();
+  // A write through a chunk-mapped environment leaves that environment's map size (4 EiB) in the meta page.
+  const chunked = open({ path: dir, ...LMDB_ENV_OPTIONS, remapChunks: true });
+  const meta = chunked.openDB<string, string>(LMDB_DB_NAMES.meta, {});
+  await meta.put('compat-probe', 'with chunks');
+  await meta.remove('compat-probe');
+  await chunked.close();
+
+  const again = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => again.close());
+  t.same(await again.ledger.head(), { seq: 200, hash: before[199].hash });
+  t.equal((await again.ledger.get(before[17].envelope_id))?.seq, 18, 'rows written before read back');
+  const after = await again.ledger.append(entry());
+  t.equal(after.prev_hash, before[199].hash, 'the chain goes on');
+  t.same((await again.ledger.verify()).valid, true);
 });
