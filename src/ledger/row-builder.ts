@@ -24,10 +24,11 @@ const MAX_ID_LENGTH = 200;
 const SALT_BYTES = MIN_SALT_BYTES;
 const SLAB_BYTES = 1 << 20;
 /**
- * Full slabs kept for reuse once their rows are released (RowBuilder.release). One is enough while commits
- * keep up; a few more cover a slow commit. Beyond that a full slab is left to the garbage collector.
+ * Full slabs kept for reuse once their rows are released (RowBuilder.release). While commits keep up the
+ * builder cycles through three slabs: the one it writes, the one whose last rows are still committing, and
+ * the one it takes next. A full slab beyond these is left to the garbage collector (a commit that stalls).
  */
-const MAX_RETIRED_SLABS = 3;
+const MAX_RETIRED_SLABS = 2;
 
 /** A full slab and the highest seq written into it: reusable once every row through that seq is released. */
 interface RetiredSlab {
