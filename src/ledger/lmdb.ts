@@ -138,6 +138,24 @@ interface IndexEntry {
   timestamp: string;
 }
 
+/** The index entry of a row, from its header: an entry being appended, or a stored row read back. */
+function indexEntryOf(seq: number, r: Pick<AuditRow, 'envelope_id' | 'agent_id' | 'phase' | 'parent_envelope_id' | 'decision' | 'timestamp'>): IndexEntry {
+  return {
+    seq,
+    envelopeId: r.envelope_id,
+    agentId: r.agent_id,
+    postCheckParent: r.phase === 'post_check' ? r.parent_envelope_id : null,
+    countsAsExecution: countsAsExecution(r.phase),
+    countsAsActivity: countsAsActivity(r.phase),
+    decision: r.decision,
+    timestamp: r.timestamp,
+  };
+}
+
+function entryOf(p: PendingRow): IndexEntry {
+  return p.entry;
+}
+
 /** Adds an activity row to an agent's counters (the caller checked countsAsActivity). */
 function countRow(stats: AgentStats, e: IndexEntry): void {
   if (e.countsAsExecution) addExecution(stats, e.decision);
@@ -151,8 +169,10 @@ interface IndexWrite {
 }
 
 /** A row appended but not yet acknowledged. */
-interface PendingRow extends IndexEntry {
+interface PendingRow {
   built: BuiltRow;
+  /** Kept on its own once the row commits without its index entries (markUnindexed). */
+  entry: IndexEntry;
   /** Appended with `urgent` (AppendOptions): its batch starts at the end of the task and may sync on this thread. */
   urgent: boolean;
   resolve: (row: AuditRow) => void;
@@ -374,29 +394,17 @@ class LmdbLedger implements Ledger {
       resolve = res;
       reject = rej;
     });
-    const pending: PendingRow = {
-      built,
-      seq: built.seq,
-      envelopeId: entry.envelope_id,
-      agentId: entry.agent_id,
-      postCheckParent: entry.phase === 'post_check' ? entry.parent_envelope_id : null,
-      countsAsExecution: countsAsExecution(entry.phase),
-      countsAsActivity: countsAsActivity(entry.phase),
-      decision: entry.decision,
-      timestamp: entry.timestamp,
-      urgent: options?.urgent === true,
-      resolve,
-      reject,
-    };
-    this.inFlight.set(pending.envelopeId, pending);
-    this.envelopeKeys.add(pending.envelopeId);
-    if (pending.postCheckParent !== null) {
-      this.inFlightPostChecks.set(pending.postCheckParent, pending.envelopeId);
-      this.postCheckKeys.add(pending.postCheckParent);
+    const e = indexEntryOf(built.seq, entry);
+    const pending: PendingRow = { built, entry: e, urgent: options?.urgent === true, resolve, reject };
+    this.inFlight.set(e.envelopeId, pending);
+    this.envelopeKeys.add(e.envelopeId);
+    if (e.postCheckParent !== null) {
+      this.inFlightPostChecks.set(e.postCheckParent, e.envelopeId);
+      this.postCheckKeys.add(e.postCheckParent);
     }
-    if (pending.countsAsActivity) {
-      const s = this.statsFor(pending.agentId);
-      countRow(s, pending);
+    if (e.countsAsActivity) {
+      const s = this.statsFor(e.agentId);
+      countRow(s, e);
     }
     this.queue.push(pending);
     if (pending.urgent) this.urgentQueued++;
@@ -496,7 +504,7 @@ class LmdbLedger implements Ledger {
     this.queue = count === this.queue.length ? [] : this.queue.slice(count);
     this.writing = true;
 
-    const index = this.indexDue(batch.length) ? this.indexWrite(this.unindexed.concat(batch)) : null;
+    const index = this.indexDue(batch.length) ? this.indexWrite(this.unindexed.concat(batch.map(entryOf))) : null;
     const last = batch[batch.length - 1].built;
     const head: MetaHead = { seq: last.seq, hash: last.row.hash };
 
@@ -690,24 +698,15 @@ class LmdbLedger implements Ledger {
 
   /**
    * The batch committed without its index entries: lookups find its rows in memory until they are written.
-   * Kept as copies of the entries alone: a pending row also holds its bytes, a view that keeps a whole slab
-   * of the row builder alive, and its caller's promise.
+   * Only the entries are kept: a pending row also holds its bytes, a view into the row builder's slab, and
+   * its caller's promise.
    */
   private markUnindexed(batch: PendingRow[]): void {
     if (this.unindexed.length === 0) this.unindexedSince = this.lastFlushAt;
-    for (const p of batch) {
-      this.unindexed.push({
-        seq: p.seq,
-        envelopeId: p.envelopeId,
-        agentId: p.agentId,
-        postCheckParent: p.postCheckParent,
-        countsAsExecution: p.countsAsExecution,
-        countsAsActivity: p.countsAsActivity,
-        decision: p.decision,
-        timestamp: p.timestamp,
-      });
-      this.unindexedEnvelopes.set(p.envelopeId, p.seq);
-      if (p.postCheckParent !== null) this.unindexedPostChecks.set(p.postCheckParent, p.envelopeId);
+    for (const { entry: e } of batch) {
+      this.unindexed.push(e);
+      this.unindexedEnvelopes.set(e.envelopeId, e.seq);
+      if (e.postCheckParent !== null) this.unindexedPostChecks.set(e.postCheckParent, e.envelopeId);
     }
     if (this.indexTimer === null && !this.closing) this.armIndexTimer();
   }
@@ -789,12 +788,9 @@ class LmdbLedger implements Ledger {
     // Committed rows are read from LMDB from now on, and lmdb-js let go of their bytes when the commit resolved.
     this.builder.release(this.acknowledgedSeq);
     for (const p of batch) {
-      if (this.inFlight.get(p.envelopeId) === p) this.inFlight.delete(p.envelopeId);
-      if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === p.envelopeId) {
-        this.inFlightPostChecks.delete(p.postCheckParent);
-      }
+      this.forget(p);
       p.resolve(p.built.row);
-      this.waiters.settled(p.envelopeId);
+      this.waiters.settled(p.entry.envelopeId);
     }
     this.waiters.wakeRoom();
     this.waiters.notifyIfIdle();
@@ -842,10 +838,9 @@ class LmdbLedger implements Ledger {
       cause instanceof LedgerUnavailableError ? cause : new LedgerUnavailableError('ledger commit failed', { cause });
     this.urgentQueued = 0;
     for (const p of [...batch, ...rest]) {
-      this.inFlight.delete(p.envelopeId);
-      if (p.postCheckParent !== null) this.inFlightPostChecks.delete(p.postCheckParent);
+      this.forget(p);
       p.reject(error);
-      this.waiters.settled(p.envelopeId);
+      this.waiters.settled(p.entry.envelopeId);
     }
     // The cache loses the failed rows' counts: what the database holds, plus the committed rows not indexed yet.
     this.stats.clear();
@@ -860,13 +855,19 @@ class LmdbLedger implements Ledger {
     this.waiters.notifyIfIdle();
   }
 
+  /** The row is no longer in flight: lookups go to the database (or to the unindexed entries) from now on. */
+  private forget(p: PendingRow): void {
+    const e = p.entry;
+    if (this.inFlight.get(e.envelopeId) === p) this.inFlight.delete(e.envelopeId);
+    if (e.postCheckParent !== null && this.inFlightPostChecks.get(e.postCheckParent) === e.envelopeId) this.inFlightPostChecks.delete(e.postCheckParent);
+  }
+
   private refuseUnflushed(batch: PendingRow[], cause: unknown): void {
     const error = new LedgerUnavailableError('ledger rows were committed but the disk sync failed', { cause });
     for (const p of batch) {
-      if (this.inFlight.get(p.envelopeId) === p) this.inFlight.delete(p.envelopeId);
-      if (p.postCheckParent !== null && this.inFlightPostChecks.get(p.postCheckParent) === p.envelopeId) this.inFlightPostChecks.delete(p.postCheckParent);
+      this.forget(p);
       p.reject(error);
-      this.waiters.settled(p.envelopeId);
+      this.waiters.settled(p.entry.envelopeId);
     }
     this.waiters.wakeRoom();
     this.waiters.notifyIfIdle();
@@ -1226,16 +1227,7 @@ function rebuildIndexes(h: LmdbHandles, indexed: number): void {
     } catch {
       continue;
     }
-    entries.push({
-      seq: key,
-      envelopeId: row.envelope_id,
-      agentId: row.agent_id,
-      postCheckParent: row.phase === 'post_check' ? row.parent_envelope_id : null,
-      countsAsExecution: countsAsExecution(row.phase),
-      countsAsActivity: countsAsActivity(row.phase),
-      decision: row.decision,
-      timestamp: row.timestamp,
-    });
+    entries.push(indexEntryOf(key, row));
   }
   if (last === indexed) return;
   h.env.transactionSync(() => {
