@@ -78,7 +78,7 @@ t.test('the resident part of data.mdb stays bounded while the ledger grows', { s
   t.ok(fileMb > 30, `the ledger grew to ${fileMb.toFixed(0)} MB`);
   // One remap interval of rows takes ~2.5x its bytes of file (pages half full, copy-on-write); what stays
   // mapped is what was touched since the last reopen, so ~3 MB here. Without reopening it approaches the
-  // file (up to ~512 MB, lmdb-handles.ts).
+  // whole file (lmdb-handles.ts).
   t.ok(peakKb < 12 * 1024, `at most ${(peakKb / 1024).toFixed(1)} MB of it was resident at once`);
 });
 
