@@ -33,11 +33,6 @@ export interface EvalView {
   readonly from: EngineInput;
   /** factLeaves' cache: the policy and adversarial checks share one view (made on first use: most calls never need it). */
   facts: Map<string, readonly Leaf[]> | null;
-  /**
-   * What a matcher found in a long text, so a detector that several rules name (a `detector:` rule and a
-   * `pii:` group over the same output) scans each text once per call (engine/checks/rule-scan.ts).
-   */
-  found: Map<Leaf, Map<object, number>> | null;
 }
 
 /** The text targets that name facts of the call rather than its content (policy-set.ts POLICY_TARGETS). */
@@ -145,5 +140,5 @@ export function buildView(input: EngineInput): EvalView {
     const c = input.context[i];
     if (typeof c.text === 'string' && c.text !== '') context.push({ path: `context[${i}]`, key: c.source, root: c.source, value: c.text, text: c.text });
   }
-  return { output: out.leaves, input: inputLeaves, toolResults, params, context, outputDepth: out.depth, paramsDepth, from: input, facts: null, found: null };
+  return { output: out.leaves, input: inputLeaves, toolResults, params, context, outputDepth: out.depth, paramsDepth, from: input, facts: null };
 }

@@ -20,6 +20,11 @@ export interface TextMatcher {
    * validated detector, the injection detector) is masked by its whole value.
    */
   findAll?(text: string, limit: number): Array<[number, number]>;
+  /**
+   * A scan that costs far more than a lookup even on a short text: the engine remembers its answers by
+   * content across calls (engine/scan-cache.ts), where a plain pattern is simply run again.
+   */
+  readonly costly?: boolean;
 }
 
 /** Match ranges of `regexes` in `text`, at most `limit` (each regex copied global, so no state is shared). */
@@ -71,8 +76,8 @@ function firstIndex(regexes: readonly RegExp[], text: string): number {
 // Prompt injection is a layered detector of its own (src/policy/injection, docs/injection-detection.md):
 // normalisation, decoding of encoded payloads, rule families in nine languages and a small statistical
 // model. Its label names the detector, never the matched text.
-const INJECTION: TextMatcher = { label: 'prompt-injection phrasing', find: findInjection };
-const SUSPECTED_INJECTION: TextMatcher = { label: 'suspected prompt injection', find: findSuspectedInjection };
+const INJECTION: TextMatcher = { label: 'prompt-injection phrasing', find: findInjection, costly: true };
+const SUSPECTED_INJECTION: TextMatcher = { label: 'suspected prompt injection', find: findSuspectedInjection, costly: true };
 
 export const DETECTORS: ReadonlyMap<string, TextMatcher> = new Map<string, TextMatcher>([
   // Secrets (src/policy/secret-detectors.ts) and personal data (src/policy/validated-detectors.ts) validate

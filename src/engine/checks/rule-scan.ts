@@ -3,6 +3,7 @@ import { EFFECT_RANK, SEVERITY_RANK, type CompiledRule, type PolicySet, type Pol
 import { valueAt } from '../../policy/conditions.js';
 import type { ScoringConfig } from '../scoring-config.js';
 import type { TextMatcher } from '../../policy/detectors.js';
+import { ScanCache } from '../scan-cache.js';
 import { factLeaves, type EvalView, type Leaf } from '../view.js';
 
 export interface RuleHit {
@@ -130,11 +131,11 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
       }
       if (!masking) {
         // Not fired yet (see above): its first match is all it records.
-        const first = firstHit(view, t, leaves);
+        const first = firstHit(t, leaves);
         if (first !== null) (fired ??= new Map()).set(rule, first);
         continue;
       }
-      const matches = maskMatches(view, t, leaves);
+      const matches = maskMatches(t, leaves);
       for (let i = 0; i < matches.length; i++) {
         const m = matches[i];
         fired ??= new Map();
@@ -171,32 +172,36 @@ function hasNone(t: TargetedRule, leaves: readonly Leaf[]): boolean {
   for (const leaf of leaves) {
     if (t.at !== null && !t.at(leaf.path)) continue;
     seen = true;
-    if (t.rule.matcher.find(leaf.text) !== -1) return false;
+    if (findIn(t.rule.matcher, leaf) !== -1) return false;
   }
   return seen;
 }
 
-/** Texts shorter than this are scanned again rather than looked up: a lookup costs about as much. */
+/**
+ * Texts shorter than this are scanned again rather than looked up (a lookup costs about as much), unless
+ * their matcher is `costly`.
+ */
 const MEMO_MIN_CHARS = 256;
 
-/** `m.find(leaf.text)`, remembered per call for long texts (several rules often share a detector). */
-function findIn(view: EvalView, m: TextMatcher, leaf: Leaf): number {
-  if (leaf.text.length < MEMO_MIN_CHARS) return m.find(leaf.text);
-  const found = (view.found ??= new Map());
-  let byMatcher = found.get(leaf);
-  if (byMatcher === undefined) found.set(leaf, (byMatcher = new Map()));
-  let i = byMatcher.get(m);
-  if (i === undefined) byMatcher.set(m, (i = m.find(leaf.text)));
-  return i;
+/**
+ * What the engine's matchers found, across evaluations (scan-cache.ts says why). 512 K characters hold a
+ * long conversation's history; at most ~1 MB of strings, which would otherwise be garbage.
+ */
+export const SCANS = new ScanCache(512 * 1024, 2048);
+
+/** `m.find(leaf.text)`, remembered by content for long texts and costly matchers (SCANS). */
+function findIn(m: TextMatcher, leaf: Leaf): number {
+  const text = leaf.text;
+  return text.length < MEMO_MIN_CHARS && m.costly !== true ? m.find(text) : SCANS.find(m, text);
 }
 
 /** Where a rule first matches (the leaf's path and the member that matched), or null. */
-function firstHit(view: EvalView, t: TargetedRule, leaves: readonly Leaf[]): Fired | null {
+function firstHit(t: TargetedRule, leaves: readonly Leaf[]): Fired | null {
   const members = t.rule.members;
   for (let li = 0; li < leaves.length; li++) {
     const leaf = leaves[li];
     if (t.at !== null && !t.at(leaf.path)) continue;
-    for (let mi = 0; mi < members.length; mi++) if (findIn(view, members[mi], leaf) !== -1) return { path: leaf.path, detector: members[mi].label };
+    for (let mi = 0; mi < members.length; mi++) if (findIn(members[mi], leaf) !== -1) return { path: leaf.path, detector: members[mi].label };
   }
   return null;
 }
@@ -210,13 +215,13 @@ interface MaskMatch {
 const NO_MATCHES: readonly MaskMatch[] = Object.freeze([]);
 
 /** Every match of a `mask` rule, with its ranges. */
-function maskMatches(view: EvalView, t: TargetedRule, leaves: readonly Leaf[]): readonly MaskMatch[] {
+function maskMatches(t: TargetedRule, leaves: readonly Leaf[]): readonly MaskMatch[] {
   const members = t.rule.members;
   let out: MaskMatch[] | null = null;
   for (const leaf of leaves) {
     if (t.at !== null && !t.at(leaf.path)) continue;
     for (const m of members) {
-      if (findIn(view, m, leaf) === -1) continue;
+      if (findIn(m, leaf) === -1) continue;
       (out ??= []).push({ leaf, detector: m.label, ranges: m.findAll === undefined ? null : m.findAll(leaf.text, MAX_RANGES_PER_TEXT) });
     }
   }
