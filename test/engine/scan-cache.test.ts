@@ -28,36 +28,54 @@ t.test('a text is scanned once per matcher, whatever string object carries it', 
   const a = counting('x');
   const b = counting('y');
   const text = 'abc x def';
-  t.equal(cache.find(a, text), 4);
-  t.equal(cache.find(a, fresh(text)), 4);
+  t.equal(cache.find(a, text, 'agent'), 4);
+  t.equal(cache.find(a, fresh(text), 'agent'), 4);
   t.equal(a.scans, 1, 'the second lookup of the same content is remembered');
-  t.equal(cache.find(b, fresh(text)), -1);
+  t.equal(cache.find(b, fresh(text), 'agent'), -1);
   t.equal(b.scans, 1, 'another matcher scans the text for itself');
-  t.equal(cache.find(a, 'abc y def'), -1, 'a text of the same length is its own entry');
+  t.equal(cache.find(a, 'abc y def', 'agent'), -1, 'a text of the same length is its own entry');
   t.equal(a.scans, 2);
+});
+
+t.test("one agent never hits what another sent: a faster answer would tell it that the other had", async (t) => {
+  const cache = new ScanCache(1000, 10, 2);
+  const m = counting('x');
+  cache.find(m, 'the same text', 'agent-a');
+  cache.find(m, fresh('the same text'), 'agent-b');
+  t.equal(m.scans, 2, 'the second agent scans for itself');
+  cache.find(m, fresh('the same text'), 'agent-a');
+  cache.find(m, fresh('the same text'), 'agent-b');
+  t.equal(m.scans, 2, 'and each then hits its own');
+  t.equal(cache.size, 1, 'one text, held once');
+  cache.find(m, 'the same text', 'agent-c');
+  t.equal(m.scans, 3);
+  cache.find(m, 'the same text', 'agent-a');
+  t.equal(m.scans, 4, 'at most two agents per text here: the oldest was let go');
+  cache.find(m, 'the same text', 'agent-c');
+  t.equal(m.scans, 4);
 });
 
 t.test('bounded by characters and by texts, oldest out first; a text too large is scanned every time', async (t) => {
   const m = counting('!');
   const byChars = new ScanCache(100, 100);
-  for (const s of ['a'.repeat(10), 'b'.repeat(10), 'c'.repeat(10)]) byChars.find(m, s);
+  for (const s of ['a'.repeat(10), 'b'.repeat(10), 'c'.repeat(10)]) byChars.find(m, s, 'agent');
   t.equal(byChars.heldChars, 30);
-  for (let i = 0; i < 10; i++) byChars.find(m, String(i).repeat(10));
+  for (let i = 0; i < 10; i++) byChars.find(m, String(i).repeat(10), 'agent');
   t.ok(byChars.heldChars <= 100, `held ${byChars.heldChars} characters`);
   const before = m.scans;
-  byChars.find(m, 'a'.repeat(10));
+  byChars.find(m, 'a'.repeat(10), 'agent');
   t.equal(m.scans, before + 1, 'the oldest text was let go');
-  byChars.find(m, '9'.repeat(10));
+  byChars.find(m, '9'.repeat(10), 'agent');
   t.equal(m.scans, before + 1, 'the newest is still held');
 
   const byCount = new ScanCache(10_000, 3);
-  for (const s of ['p', 'q', 'r', 's']) byCount.find(m, s);
+  for (const s of ['p', 'q', 'r', 's']) byCount.find(m, s, 'agent');
   t.equal(byCount.size, 3);
 
   const large = 'z'.repeat(20);
   const n = m.scans;
-  byChars.find(m, large);
-  byChars.find(m, large);
+  byChars.find(m, large, 'agent');
+  byChars.find(m, large, 'agent');
   t.equal(m.scans, n + 2, 'more than an eighth of the budget is not kept');
   t.ok(byChars.heldChars <= 100);
 });

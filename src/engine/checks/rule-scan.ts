@@ -125,17 +125,17 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
       if (fired !== null && fired.has(rule) && !masking) continue;
       if (rule.appliesTo !== null && !rule.appliesTo(agentId)) continue;
       if (rule.test === 'absent') {
-        if (!hasNone(t, leaves)) continue;
+        if (!hasNone(t, leaves, agentId)) continue;
         (fired ??= new Map()).set(rule, { path: t.at === null ? target : targetPath(rule, target), detector: rule.matcher.label });
         continue;
       }
       if (!masking) {
         // Not fired yet (see above): its first match is all it records.
-        const first = firstHit(t, leaves);
+        const first = firstHit(t, leaves, agentId);
         if (first !== null) (fired ??= new Map()).set(rule, first);
         continue;
       }
-      const matches = maskMatches(t, leaves);
+      const matches = maskMatches(t, leaves, agentId);
       for (let i = 0; i < matches.length; i++) {
         const m = matches[i];
         fired ??= new Map();
@@ -167,12 +167,12 @@ export function scanRules(set: PolicySet, byTarget: RulesByTarget, view: EvalVie
 }
 
 /** Whether the target has texts (under the rule's path) and none of them matches. */
-function hasNone(t: TargetedRule, leaves: readonly Leaf[]): boolean {
+function hasNone(t: TargetedRule, leaves: readonly Leaf[], agentId: string): boolean {
   let seen = false;
   for (const leaf of leaves) {
     if (t.at !== null && !t.at(leaf.path)) continue;
     seen = true;
-    if (findIn(t.rule.matcher, leaf) !== -1) return false;
+    if (findIn(t.rule.matcher, leaf, agentId) !== -1) return false;
   }
   return seen;
 }
@@ -189,19 +189,19 @@ const MEMO_MIN_CHARS = 256;
  */
 export const SCANS = new ScanCache(512 * 1024, 2048);
 
-/** `m.find(leaf.text)`, remembered by content for long texts and costly matchers (SCANS). */
-function findIn(m: TextMatcher, leaf: Leaf): number {
+/** `m.find(leaf.text)`, remembered by content (per agent) for long texts and costly matchers (SCANS). */
+function findIn(m: TextMatcher, leaf: Leaf, agentId: string): number {
   const text = leaf.text;
-  return text.length < MEMO_MIN_CHARS && m.costly !== true ? m.find(text) : SCANS.find(m, text);
+  return text.length < MEMO_MIN_CHARS && m.costly !== true ? m.find(text) : SCANS.find(m, text, agentId);
 }
 
 /** Where a rule first matches (the leaf's path and the member that matched), or null. */
-function firstHit(t: TargetedRule, leaves: readonly Leaf[]): Fired | null {
+function firstHit(t: TargetedRule, leaves: readonly Leaf[], agentId: string): Fired | null {
   const members = t.rule.members;
   for (let li = 0; li < leaves.length; li++) {
     const leaf = leaves[li];
     if (t.at !== null && !t.at(leaf.path)) continue;
-    for (let mi = 0; mi < members.length; mi++) if (findIn(members[mi], leaf) !== -1) return { path: leaf.path, detector: members[mi].label };
+    for (let mi = 0; mi < members.length; mi++) if (findIn(members[mi], leaf, agentId) !== -1) return { path: leaf.path, detector: members[mi].label };
   }
   return null;
 }
@@ -215,13 +215,13 @@ interface MaskMatch {
 const NO_MATCHES: readonly MaskMatch[] = Object.freeze([]);
 
 /** Every match of a `mask` rule, with its ranges. */
-function maskMatches(t: TargetedRule, leaves: readonly Leaf[]): readonly MaskMatch[] {
+function maskMatches(t: TargetedRule, leaves: readonly Leaf[], agentId: string): readonly MaskMatch[] {
   const members = t.rule.members;
   let out: MaskMatch[] | null = null;
   for (const leaf of leaves) {
     if (t.at !== null && !t.at(leaf.path)) continue;
     for (const m of members) {
-      if (findIn(m, leaf) === -1) continue;
+      if (findIn(m, leaf, agentId) === -1) continue;
       (out ??= []).push({ leaf, detector: m.label, ranges: m.findAll === undefined ? null : m.findAll(leaf.text, MAX_RANGES_PER_TEXT) });
     }
   }
