@@ -124,3 +124,19 @@ t.test('fsync: a failed on-loop disk sync counts towards the slow-disk backoff',
   t.match(r.verify, { valid: true, rows_checked: 2 });
   await reopenAndVerify(t, dir, 2);
 });
+
+t.test('commit: a journal write that fails refuses that batch, leaves no torn frame, and the ledger goes on from it', needsShim, async (t) => {
+  if ('skip' in shim) return;
+  const dir = tempLedgerDir(t);
+  const run = await runChild(shim.so, 'journal-write', dir);
+  if (!ranThrough(t, run)) return;
+  const r = run.report;
+  t.equal(r.faultFired, true, 'the journal write failed');
+  t.match(r.faulty, { ok: false, code: 'ledger_unavailable' }, 'the batch is refused');
+  t.match(r.next, { ok: true, seq: 2, prev_hash: r.first.hash }, 'the next row takes its seq and links to the last acknowledged one');
+  t.same(r.journalSeqs, [1, 2], 'the failed frame left nothing a later frame follows');
+  t.match(r.verify, { valid: true, rows_checked: 2 });
+  const again = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => again.close());
+  t.same(await again.ledger.head(), { seq: 2, hash: r.next.hash });
+});

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { LedgerUnavailableError } from '../../src/ledger/errors.js';
 import { loadBesidesSyncs, openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { readJournal } from '../../src/ledger/row-journal.js';
 import { entry } from './fixtures/ledger-suite.js';
 import { tempLedgerDir, withRawRows } from './fixtures/lmdb-helpers.js';
 
@@ -166,10 +167,12 @@ t.test('SIGKILL at any moment: the ledger reopens, verifies, and has every ackno
   }
 });
 
-// fsync commits on the write thread, commit on the caller's thread: each has its own failure path.
-for (const durability of ['fsync', 'commit'] as const) t.test(`durability ${durability}: a failed batch rejects its appends and every queued one, and rewinds the head`, async (t) => {
+// A commit on the write thread and one on the caller's thread each have their own failure path (the
+// `commit` level's journal has its own: see the next test).
+const COMMIT_PATHS = { 'write thread': { loopSyncMaxUtilization: -1 }, 'on-loop': { loopSyncMaxMs: Infinity, loopSyncMaxUtilization: 1 } } as const;
+for (const [path, opts] of Object.entries(COMMIT_PATHS)) t.test(`fsync, ${path} commit: a failed batch rejects its appends and every queued one, and rewinds the head`, async (t) => {
   const dir = tempLedgerDir(t);
-  const storage = await openLmdbStorage(dir, { durability });
+  const storage = await openLmdbStorage(dir, { durability: 'fsync', ...opts });
   t.teardown(() => storage.close());
   const { ledger } = storage;
   const kept = await ledger.append(entry());
@@ -182,6 +185,30 @@ for (const durability of ['fsync', 'commit'] as const) t.test(`durability ${dura
   t.match(await ledger.agentStats('agent-a'), { executions: 2, outcomes: { approve: 2 } }, 'stats count only stored rows');
   t.not(kept.hash, (await ledger.head()).hash);
   t.equal((await ledger.verify()).first_invalid_seq, 3);
+});
+
+t.test('commit (journal): rows another writer got into LMDB first stop the ledger, and the journal is kept for the operator', async (t) => {
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir, { durability: 'commit' });
+  const { ledger } = storage;
+  await ledger.append(entry());
+  const second = await ledger.append(entry());
+  t.equal((await ledger.verify()).valid, true, 'a read puts the journal into LMDB first');
+  await withRawRows(dir, (rows) => rows.put(3, Buffer.from('not ours')));
+  // Acknowledged once in the journal: the conflict shows when LMDB is to take them.
+  const ours = [await ledger.append(entry()), await ledger.append(entry())];
+  t.same(ours.map((r) => r.seq), [3, 4]);
+  await t.rejects(ledger.verify(), { code: 'ledger_unavailable', message: /seq 3 is already stored/ });
+  await t.rejects(ledger.append(entry()), { code: 'ledger_unavailable' }, 'no row is acknowledged while the journal cannot be applied');
+  await storage.close();
+
+  const again = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => again.close());
+  const aside = fs.readdirSync(dir).filter((f) => f.startsWith('journal.conflict-'));
+  t.equal(aside.length, 1, 'the journal was moved aside, not applied over the other writer\'s row');
+  t.same(readJournal(path.join(dir, aside[0])).map((r) => r.seq), [3, 4], 'with the acknowledged rows in it');
+  t.equal((await again.ledger.verify()).first_invalid_seq, 3);
+  t.equal((await again.ledger.get(second.envelope_id))?.seq, 2);
 });
 
 t.test('a long verify() yields to the event loop, in-thread and in parallel', async (t) => {
@@ -449,11 +476,11 @@ t.test('fsync: a failed batch that held an urgent row leaves no urgency behind',
   t.same(await ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: (await ledger.head()).hash });
 });
 
-t.test('commit: an urgent row refused with a failed long queue leaves no urgency behind', async (t) => {
+t.test('on-loop commit: an urgent row refused with a failed long queue leaves no urgency behind', async (t) => {
   // Pinned busy ledger: plain rows wait for the loop turn, and so does the rest of a queue longer than
   // one batch (8,192 rows) unless an urgent row waits in it.
   const dir = tempLedgerDir(t);
-  const storage = await openLmdbStorage(dir, { durability: 'commit', idleFlushMs: Infinity });
+  const storage = await openLmdbStorage(dir, { durability: 'fsync', idleFlushMs: Infinity, loopSyncMaxMs: Infinity, loopSyncMaxUtilization: 1 });
   t.teardown(() => storage.close());
   const { ledger } = storage;
   await ledger.append(entry());

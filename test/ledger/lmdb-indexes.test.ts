@@ -99,7 +99,7 @@ t.test('with no batch to carry them, the waiting index entries are written after
 
 t.test('a failed batch leaves the committed, unindexed rows counted', async (t) => {
   const dir = tempLedgerDir(t);
-  const storage = await openLmdbStorage(dir, { indexMaxDelayMs: Infinity, durability: 'commit' });
+  const storage = await openLmdbStorage(dir, { indexMaxDelayMs: Infinity, durability: 'fsync', loopSyncMaxMs: Infinity, loopSyncMaxUtilization: 1 });
   t.teardown(() => storage.close());
   const { ledger } = storage;
   await ledger.append(entry({ decision: 'block' }));

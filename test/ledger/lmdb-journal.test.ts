@@ -1,0 +1,102 @@
+// At the `commit` level (GOV_LEDGER_DURABILITY=process) the LMDB ledger acknowledges a batch once it is in its
+// journal and writes the rows into LMDB later (src/ledger/row-journal.ts, ledger/lmdb.ts JOURNAL_APPLY_MS).
+// What a caller sees must not depend on whether LMDB holds them yet, and a crash of the process must not lose
+// an acknowledged row.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import type { AuditRow } from '../../src/contracts/audit.js';
+import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { journalPathOf, readJournal } from '../../src/ledger/row-journal.js';
+import { entry, ledgerSuite } from './fixtures/ledger-suite.js';
+import { tempLedgerDir, withRawRows } from './fixtures/lmdb-helpers.js';
+
+/** The seq of LMDB's head record and the seqs of its rows, read with the lmdb package directly. */
+function rawState(dir: string): Promise<{ head: number | undefined; seqs: number[] }> {
+  return withRawRows(dir, (rows, env) => ({
+    head: (env.openDB('meta', {}).get('head') as { seq: number } | undefined)?.seq,
+    seqs: [...rows.getKeys({})].filter((k): k is number => typeof k === 'number'),
+  }));
+}
+
+t.test('the ledger contract, with every row left in the journal until something reads it', async (t) => {
+  ledgerSuite(t, async (opts) => openLmdbStorage(tempLedgerDir(t), { ...opts, durability: 'commit', journalApplyMs: Infinity }));
+});
+
+t.test('a batch is acknowledged from the journal; LMDB takes it on the timer, or before a read', async (t) => {
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir, { durability: 'commit', journalApplyMs: 30 });
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  const first = await ledger.append(entry());
+  t.same(readJournal(journalPathOf(dir)).map((r) => r.seq), [1], 'in the journal once acknowledged');
+  t.same(await rawState(dir), { head: undefined, seqs: [] }, 'not in LMDB yet');
+  let state = await rawState(dir);
+  while (state.head === undefined) {
+    await new Promise((r) => setTimeout(r, 10));
+    state = await rawState(dir);
+  }
+  t.same(state, { head: 1, seqs: [1] }, 'written by the timer');
+  t.equal(fs.statSync(journalPathOf(dir)).size, 0, 'and the journal emptied');
+
+  const idle = await openLmdbStorage(tempLedgerDir(t), { durability: 'commit', journalApplyMs: Infinity });
+  t.teardown(() => idle.close());
+  const row = await idle.ledger.append(entry());
+  t.equal((await idle.ledger.get(row.envelope_id))?.hash, row.hash, 'get() reads it');
+  t.equal((await idle.ledger.list({ limit: 5 })).items[0].hash, row.hash, 'list() reads it');
+  t.same((await idle.ledger.readRows!(0, 10)).map((r) => r.seq), [1], 'replication reads it');
+  t.equal(first.seq, 1);
+});
+
+t.test('a crash of the process loses no acknowledged row: the next open writes the journal into LMDB', async (t) => {
+  const dir = tempLedgerDir(t);
+  const fixture = fileURLToPath(new URL('./fixtures/append-then-die.ts', import.meta.url));
+  const rows = await new Promise<AuditRow[]>((resolve, reject) => {
+    const child = spawn(process.execPath, [...process.execArgv, fixture, dir, 'commit'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (_code, signal) => (signal === 'SIGKILL' && out.trim() !== '' ? resolve(JSON.parse(out) as AuditRow[]) : reject(new Error(`child: ${signal} ${err}`))));
+  });
+  t.same(await rawState(dir), { head: undefined, seqs: [] }, 'the process died before LMDB took any row');
+  t.same(readJournal(journalPathOf(dir)).map((r) => r.seq), [1, 2, 3, 4]);
+
+  const storage = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  t.same(await rawState(dir), { head: 4, seqs: [1, 2, 3, 4] }, 'the open wrote them');
+  t.equal(fs.statSync(journalPathOf(dir)).size, 0);
+  t.same(await ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: rows[3].hash });
+  for (const r of rows) t.equal((await ledger.get(r.envelope_id))?.hash, r.hash);
+  t.equal(await ledger.postCheckOf(rows[1].envelope_id), rows[2].envelope_id, 'the indexes were rebuilt');
+  t.same(await ledger.agentStats('agent-b'), { executions: 1, outcomes: { block: 1 }, last_activity: rows[2].timestamp });
+  const next = await ledger.append(entry());
+  t.same([next.seq, next.prev_hash], [5, rows[3].hash], 'the chain goes on');
+});
+
+t.test('a frame cut short or damaged ends the journal: whole frames before it are recovered', async (t) => {
+  const source = tempLedgerDir(t);
+  const writer = await openLmdbStorage(source, { durability: 'commit', journalApplyMs: Infinity });
+  const rows = [await writer.ledger.append(entry()), await writer.ledger.append(entry()), await writer.ledger.append(entry())];
+  const frames = fs.readFileSync(journalPathOf(source));
+  // Three frames of one row each; close() would apply them, so the journal is copied first.
+  await writer.close();
+  const frameBytes = frames.length / 3;
+
+  for (const [label, damage] of [
+    ['cut short', (b: Buffer) => b.subarray(0, b.length - 5)],
+    ['a flipped byte in its payload', (b: Buffer) => Buffer.concat([b.subarray(0, b.length - 5), Buffer.from([b[b.length - 5] ^ 0xff]), b.subarray(b.length - 4)])],
+  ] as const) {
+    const dir = tempLedgerDir(t);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(journalPathOf(dir), damage(frames));
+    t.same(readJournal(journalPathOf(dir)).map((r) => r.seq), [1, 2], `${label}: the last frame is not read`);
+    const storage = await openLmdbStorage(dir, { durability: 'commit' });
+    t.same(await storage.ledger.head(), { seq: 2, hash: rows[1].hash }, `${label}: the first two rows are recovered`);
+    t.equal((await storage.ledger.verify()).valid, true);
+    await storage.close();
+  }
+  t.equal(Math.round(frameBytes), frameBytes, 'frames of one row are the same size');
+});
