@@ -80,10 +80,9 @@ t.test('a frame cut short or damaged ends the journal: whole frames before it ar
   const source = tempLedgerDir(t);
   const writer = await openLmdbStorage(source, { durability: 'commit', journalApplyMs: Infinity });
   const rows = [await writer.ledger.append(entry()), await writer.ledger.append(entry()), await writer.ledger.append(entry())];
+  // Three frames of one row each, the damage in the last; close() would apply them, so the journal is copied first.
   const frames = fs.readFileSync(journalPathOf(source));
-  // Three frames of one row each; close() would apply them, so the journal is copied first.
   await writer.close();
-  const frameBytes = frames.length / 3;
 
   for (const [label, damage] of [
     ['cut short', (b: Buffer) => b.subarray(0, b.length - 5)],
@@ -98,5 +97,4 @@ t.test('a frame cut short or damaged ends the journal: whole frames before it ar
     t.equal((await storage.ledger.verify()).valid, true);
     await storage.close();
   }
-  t.equal(Math.round(frameBytes), frameBytes, 'frames of one row are the same size');
 });
