@@ -49,6 +49,19 @@ t.test('a batch is acknowledged from the journal; LMDB takes it on the timer, or
   t.equal(first.seq, 1);
 });
 
+t.test('a batch of more rows than one writev takes (IOV_MAX buffers) goes into the journal whole', async (t) => {
+  const dir = tempLedgerDir(t);
+  const storage = await openLmdbStorage(dir, { durability: 'commit', journalApplyMs: Infinity });
+  t.teardown(() => storage.close());
+  // Appended in one task: one batch, one frame of 1 + 2 × 1,500 buffers, more than one writev(2) takes
+  // (libuv's writevSync writes them in turns).
+  const rows = await Promise.all(Array.from({ length: 1500 }, () => storage.ledger.append(entry())));
+  const journaled = readJournal(journalPathOf(dir));
+  t.equal(journaled.length, 1500, 'every row is in the journal');
+  t.same([journaled[0].seq, journaled[1499].seq], [1, 1500]);
+  t.same(await storage.ledger.verify(), { valid: true, rows_checked: 1500, first_invalid_seq: null, head_hash: rows[1499].hash });
+});
+
 t.test('a crash of the process loses no acknowledged row: the next open writes the journal into LMDB', async (t) => {
   const dir = tempLedgerDir(t);
   const fixture = fileURLToPath(new URL('./fixtures/append-then-die.ts', import.meta.url));
