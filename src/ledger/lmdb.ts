@@ -15,9 +15,9 @@ import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
 import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListedRow, type ListPage, type Storage, type StorageOptions, type StoredRow } from './port.js';
 import { LmdbHandles } from './lmdb-handles.js';
 import { LmdbReplicaStore } from './lmdb-replicas.js';
+import { storedRowHash } from './replica-batch.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
-import { HASH_BYTES, readRowLayout } from './row-format.js';
 import { journalPathOf, readJournal, RowJournal, type JournalRow } from './row-journal.js';
 import { isSeqKey, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
@@ -389,8 +389,7 @@ class LmdbLedger implements Ledger {
     if (this.h.whenOpen()) await this.h.whenOpen();
     this.applied();
     const value = this.h.rowsRaw.get(seq);
-    const layout = value === undefined ? null : readRowLayout(value);
-    return value === undefined || layout === null ? null : value.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES);
+    return value === undefined ? null : storedRowHash(value);
   }
 
   pendingRows(): number {
@@ -631,11 +630,7 @@ class LmdbLedger implements Ledger {
     let stored: boolean;
     const started = performance.now();
     try {
-      stored = this.h.env.transactionSync(() => {
-        if (this.h.rows.doesExist(batch[0].built.seq)) return false;
-        this.putBatch(batch, index, head);
-        return true;
-      });
+      stored = this.putBatchNow(batch, index, head);
     } catch (err) {
       // A failed sync stalled the loop as long as a slow one: it counts towards the backoff.
       if (this.durability === 'fsync') this.timeLoopSync(started);
@@ -701,11 +696,7 @@ class LmdbLedger implements Ledger {
     const index = this.indexDue(0) ? this.indexWrite(this.unindexed) : null;
     let stored: boolean;
     try {
-      stored = this.h.env.transactionSync(() => {
-        if (this.h.rows.doesExist(rows[0].built.seq)) return false;
-        this.putBatch(rows, index, head);
-        return true;
-      });
+      stored = this.putBatchNow(rows, index, head);
     } catch (err) {
       observeCommitError(err);
       this.applyFailure = new LedgerUnavailableError('ledger rows in the journal could not be written to LMDB', { cause: err });
@@ -881,6 +872,18 @@ class LmdbLedger implements Ledger {
    */
   private writeBatch(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): Promise<boolean> {
     return this.h.rows.ifNoExists(batch[0].built.seq, () => this.putBatch(batch, index, head));
+  }
+
+  /**
+   * The batch in one transaction on this thread, as writeBatch does on the write thread: nothing is written,
+   * and false returned, when its first seq is already stored (another writer).
+   */
+  private putBatchNow(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): boolean {
+    return this.h.env.transactionSync(() => {
+      if (this.h.rows.doesExist(batch[0].built.seq)) return false;
+      this.putBatch(batch, index, head);
+      return true;
+    });
   }
 
   /** The batch's writes; inside a synchronous transaction lmdb-js applies each put at once. */
@@ -1344,7 +1347,9 @@ function recoverJournal(h: LmdbHandles, journalPath: string): void {
     let consistent = true;
     for (const r of rows) {
       if (r.seq < next) {
-        if (tail.length > 0 || !sameHash(h.rowsRaw.get(r.seq), r.bytes)) consistent = false;
+        const stored = h.rowsRaw.get(r.seq);
+        const hash = stored === undefined ? null : storedRowHash(stored);
+        if (tail.length > 0 || hash === null || hash !== storedRowHash(r.bytes)) consistent = false;
       } else if (r.seq === next) {
         tail.push(r);
         next++;
@@ -1357,32 +1362,26 @@ function recoverJournal(h: LmdbHandles, journalPath: string): void {
     }
     if (tail.length > 0) {
       const last = tail[tail.length - 1];
-      const layout = readRowLayout(last.bytes);
-      const hash = layout ? last.bytes.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) : '0'.repeat(64);
       h.env.transactionSync(() => {
         for (const r of tail) void h.rows.put(r.seq, r.bytes);
-        void h.meta.put('head', { seq: last.seq, hash } satisfies MetaHead);
+        void h.meta.put('head', { seq: last.seq, hash: headHashOf(last.bytes) } satisfies MetaHead);
       });
     }
   }
   if (existsSync(journalPath)) truncateSync(journalPath, 0);
 }
 
-function sameHash(stored: Buffer | undefined, journaled: Buffer): boolean {
-  const a = stored === undefined ? null : readRowLayout(stored);
-  const b = readRowLayout(journaled);
-  if (stored === undefined || a === null || b === null) return false;
-  return stored.subarray(a.hashStart, a.hashStart + HASH_BYTES).equals(journaled.subarray(b.hashStart, b.hashStart + HASH_BYTES));
+/** The hash the chain continues from after a stored row: an unreadable row links to zeros (verify() reports it). */
+function headHashOf(value: Buffer): string {
+  return storedRowHash(value) ?? '0'.repeat(64);
 }
 
 /** Last stored row: seq and hash to continue the chain from. Skips keys that are not seqs. */
 function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: string | null } {
   for (const { key, value } of rowsRaw.getRange({ reverse: true })) {
     if (!isSeqKey(key)) continue;
-    const layout = readRowLayout(value);
-    // An unreadable last row keeps its seq; verify() reports it, and the next row links to zeros.
-    const hash = layout ? value.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) : '0'.repeat(64);
-    return { seq: key, hash };
+    // An unreadable last row keeps its seq.
+    return { seq: key, hash: headHashOf(value) };
   }
   return { seq: 0, hash: null };
 }
