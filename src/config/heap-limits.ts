@@ -30,17 +30,19 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
   {
     name: 'GOV_SIDECAR_YOUNG_MB',
     modes: ['sidecar'],
-    default: '6',
-    help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and saves CPU (12: ~+9 MB, ~6 % less CPU a call)',
+    default: '3',
+    help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and may save CPU (6: ~+5 MB peak; 12: ~+14 MB)',
   },
 ];
 
 /**
- * Semi-spaces of 2 MB. Memory first: young generation 6/12/16 MB measured anonymous memory 78/87/93 MB under
+ * Semi-spaces of 1 MB. Memory first: young generation 6/12/16 MB measured anonymous memory 78/87/93 MB under
  * load, and ~16/10/6 % more CPU per call than Node's defaults (more scavenges, more promoted objects for
- * the old generation's collector); docs/performance.md, "Issue 15: memory, session 12".
+ * the old generation's collector); docs/performance.md, "Issue 15: memory, session 12". From 6 to 3 MB
+ * (session 22): peak VmHWM under the harness's load 100-103 → 96-98 MB,
+ * and CPU per call the same within noise in four interleaved pairs; at 6 the peak sat on the 100 MB goal.
  */
-export const YOUNG_GENERATION_MB = 6;
+export const YOUNG_GENERATION_MB = 3;
 /**
  * Without a container limit the sidecar still sizes itself for the pod issue 15 targets (~100 MB). The cap
  * is a ceiling, not a target: under the shared harness's load anonymous memory measured the same with 48
