@@ -31,7 +31,7 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
     name: 'GOV_SIDECAR_YOUNG_MB',
     modes: ['sidecar'],
     default: '3',
-    help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and may save CPU (6: ~+5 MB peak; 12: ~+14 MB)',
+    help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and saves scavenges (6: ~5 MB more peak, half the scavenges)',
   },
 ];
 
@@ -39,8 +39,9 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
  * Semi-spaces of 1 MB. Memory first: young generation 6/12/16 MB measured anonymous memory 78/87/93 MB under
  * load, and ~16/10/6 % more CPU per call than Node's defaults (more scavenges, more promoted objects for
  * the old generation's collector); docs/performance.md, "Issue 15: memory, session 12". From 6 to 3 MB
- * (session 22): peak VmHWM under the harness's load 100-103 → 96-98 MB,
- * and CPU per call the same within noise in four interleaved pairs; at 6 the peak sat on the 100 MB goal.
+ * (session 22): peak VmHWM in the shared harness 99.9 → 94.1-94.5 MB (100-103 → 96-98 MB in a quick loop),
+ * for twice the scavenges (~12 µs of GC pauses a call at 500 req/s), which CPU per call measured whole did
+ * not show above noise in four interleaved pairs; at 6 the peak sat on the 100 MB goal.
  */
 export const YOUNG_GENERATION_MB = 3;
 /**
