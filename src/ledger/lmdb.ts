@@ -1347,8 +1347,8 @@ function recoverJournal(h: LmdbHandles, journalPath: string): void {
     let consistent = true;
     for (const r of rows) {
       if (r.seq < next) {
-        const stored = h.rowsRaw.get(r.seq);
-        const hash = stored === undefined ? null : storedRowHash(stored);
+        const value = h.rowsRaw.get(r.seq);
+        const hash = value === undefined ? null : storedRowHash(value);
         if (tail.length > 0 || hash === null || hash !== storedRowHash(r.bytes)) consistent = false;
       } else if (r.seq === next) {
         tail.push(r);
