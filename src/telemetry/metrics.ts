@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { QueueCounts } from '../runtime/job-queue.js';
+import { KeyedCounter, KeyedHistogram } from './keyed-metrics.js';
 
 const LATENCY_BUCKETS_MS = [0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500];
 const AGENT_LABEL = /^[\w\-.]{1,100}$/;
@@ -12,10 +13,11 @@ export function agentLabel(raw: unknown): string {
 /** The spec's metrics in Prometheus form (dots become underscores). One registry per app instance. */
 export class GovMetrics {
   readonly registry = new Registry();
-  readonly validations = new Counter({ name: 'gov_validations_total', help: 'Governed decisions by outcome and agent', labelNames: ['decision', 'agent_id'], registers: [this.registry] });
-  readonly validationLatency = new Histogram({ name: 'gov_validation_latency_ms', help: 'Time to decide and commit one governed call (ms)', labelNames: ['agent_id'], buckets: LATENCY_BUCKETS_MS, registers: [this.registry] });
-  readonly requests = new Counter({ name: 'gov_gateway_requests_total', help: 'HTTP requests by route template, status and agent', labelNames: ['path', 'status', 'agent_id'], registers: [this.registry] });
-  readonly requestLatency = new Histogram({ name: 'gov_gateway_request_latency_ms', help: 'HTTP request latency by route template (ms)', labelNames: ['path', 'agent_id'], buckets: LATENCY_BUCKETS_MS, registers: [this.registry] });
+  // Updated by every call, so keyed (keyed-metrics.ts) rather than prom-client's label hashing.
+  private readonly validations = new KeyedCounter({ name: 'gov_validations_total', help: 'Governed decisions by outcome and agent', labelNames: ['decision', 'agent_id'], registry: this.registry });
+  private readonly validationLatency = new KeyedHistogram({ name: 'gov_validation_latency_ms', help: 'Time to decide and commit one governed call (ms)', labelNames: ['agent_id'], buckets: LATENCY_BUCKETS_MS, registry: this.registry });
+  private readonly requests = new KeyedCounter({ name: 'gov_gateway_requests_total', help: 'HTTP requests by route template, status and agent', labelNames: ['path', 'status', 'agent_id'], registry: this.registry });
+  private readonly requestLatency = new KeyedHistogram({ name: 'gov_gateway_request_latency_ms', help: 'HTTP request latency by route template (ms)', labelNames: ['path', 'agent_id'], buckets: LATENCY_BUCKETS_MS, registry: this.registry });
 
   readonly policyReloads = new Counter({ name: 'gov_policy_reload_total', help: 'Passes over GOV_POLICY_DIR that found a change, by result (error: a file was refused and its pack kept its last good version)', labelNames: ['result'], registers: [this.registry] });
   readonly policyReloadErrors = new Gauge({ name: 'gov_policy_reload_errors', help: 'Policy files refused by the last reload pass (0: all good)', registers: [this.registry] });
@@ -121,12 +123,12 @@ export class GovMetrics {
 
   recordDecision(agentId: string, outcome: string, latencyMs: number): void {
     const agent = agentLabel(agentId);
-    this.validations.inc({ decision: outcome, agent_id: agent });
-    this.validationLatency.observe({ agent_id: agent }, latencyMs);
+    this.validations.inc([outcome, agent]);
+    this.validationLatency.observe([agent], latencyMs);
   }
 
   recordRequest(path: string, status: number, agentId: string, latencyMs: number): void {
-    this.requests.inc({ path, status: String(status), agent_id: agentId });
-    this.requestLatency.observe({ path, agent_id: agentId }, latencyMs);
+    this.requests.inc([path, String(status), agentId]);
+    this.requestLatency.observe([path, agentId], latencyMs);
   }
 }
