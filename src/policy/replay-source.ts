@@ -1,10 +1,12 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { open, type RootDatabase } from 'lmdb';
+import { open, type Database, type RootDatabase } from 'lmdb';
 import type { Manifest } from '../contracts/manifest.js';
 import type { KvStore } from '../ledger/port.js';
 import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, LMDB_INDEXED_KEY, openRawRows } from '../ledger/lmdb-layout.js';
 import { readAuditRow } from '../ledger/row-reader.js';
+import { GENESIS_HASH } from '../ledger/chain.js';
+import { journalPathOf, readJournal, type JournalRow } from '../ledger/row-journal.js';
 import { keyFingerprint } from '../ledger/payload-cipher.js';
 import type { ReplayRow } from './replay.js';
 import { replayRow, ReplaySourceError } from './replay-row.js';
@@ -14,6 +16,12 @@ import { replayRow, ReplaySourceError } from './replay-row.js';
  * opened read-only (MDB_RDONLY: no write transaction can begin, and the gateway or sidecar writing the same
  * ledger meanwhile is one more LMDB reader's worth of concern), and every row is read inside one read
  * snapshot, so rows the writer appends during the replay are not seen and nothing shifts underneath.
+ *
+ * At the `process` durability level a writer acknowledges rows once they are in its journal and LMDB takes
+ * them up to 50 ms later, or, when the writer was killed, at its next open (ledger/row-journal.ts). So the
+ * snapshot is followed by the journal's rows that continue it: the next seqs, each linked to the one before by
+ * its prev_hash. A journal that does not continue the snapshot (the writer moved its rows into LMDB after the
+ * snapshot was taken and journaled newer ones) holds nothing the snapshot is owed, and is not read.
  */
 
 export interface LedgerReader {
@@ -63,6 +71,9 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
     // One snapshot for the whole replay: rows appended meanwhile are not part of it.
     const txn = env.useReadTransaction();
     let done = false;
+    const journal = journalTail(path, rowsRaw, rowsCopied, txn);
+    const journalByEnvelope = new Map<string, JournalRow>();
+    for (const r of journal) journalByEnvelope.set(readAuditRow(r.bytes, r.seq).envelope_id, r);
     // The writer indexes rows a little after it commits them (ledger/lmdb.ts, INDEX_BATCH_ROWS): the
     // envelopes of rows past its watermark are found by reading those rows, once, on the first miss.
     let tail: Map<string, number> | null = null;
@@ -90,10 +101,16 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
           if (typeof seq !== 'number') continue;
           yield replayRow(value, seq, key);
         }
+        for (const r of journal) {
+          if ((start === undefined || r.seq >= start) && (end === undefined || r.seq < end)) yield replayRow(r.bytes, r.seq, key);
+        }
       },
       byEnvelope(envelopeId) {
         const seq = envelopes.get(envelopeId, { transaction: txn }) ?? unindexed().get(envelopeId);
-        if (typeof seq !== 'number') return null;
+        if (typeof seq !== 'number') {
+          const journaled = journalByEnvelope.get(envelopeId);
+          return journaled === undefined ? null : replayRow(journaled.bytes, journaled.seq, key);
+        }
         const raw = rowsCopied.get(seq, { transaction: txn });
         if (raw === undefined) return null;
         return replayRow(raw, seq, key);
@@ -129,9 +146,8 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
         };
       },
       headSeq() {
-        // The last stored key of the snapshot: what is there to read, whatever the head record says.
-        for (const k of rowsRaw.getKeys({ transaction: txn, reverse: true, limit: 1 })) return typeof k === 'number' ? k : 0;
-        return 0;
+        if (journal.length > 0) return journal[journal.length - 1].seq;
+        return lastStoredSeq(rowsRaw, txn);
       },
       async close() {
         if (done) return;
@@ -144,4 +160,50 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
     void env.close();
     throw e;
   }
+}
+
+type RawRows = ReturnType<typeof openRawRows>;
+type ReadTxn = ReturnType<RootDatabase['useReadTransaction']>;
+
+/** The last stored key of the snapshot: what is there to read, whatever the head record says. */
+function lastStoredSeq(rowsRaw: RawRows, txn: ReadTxn): number {
+  for (const k of rowsRaw.getKeys({ transaction: txn, reverse: true, limit: 1 })) return typeof k === 'number' ? k : 0;
+  return 0;
+}
+
+/**
+ * The journal's rows that continue the snapshot: from the seq after its last row, each the next seq and
+ * linked to the row before by its prev_hash; the first row that does not, and all after it, are left out.
+ * Rows the snapshot already holds (LMDB took them before the journal was emptied) are skipped.
+ */
+function journalTail(path: string, rowsRaw: RawRows, rowsCopied: Database<Buffer, number>, txn: ReadTxn): JournalRow[] {
+  const rows = readJournal(journalPathOf(path));
+  if (rows.length === 0) return [];
+  let seq = lastStoredSeq(rowsRaw, txn);
+  let hash = GENESIS_HASH;
+  if (seq > 0) {
+    const last = rowsCopied.get(seq, { transaction: txn });
+    if (last === undefined) return [];
+    try {
+      hash = readAuditRow(last, seq).hash;
+    } catch {
+      return []; // an unreadable head row: the chain's verification reports it, and nothing can link to it
+    }
+  }
+  const tail: JournalRow[] = [];
+  for (const r of rows) {
+    if (r.seq <= seq) continue;
+    if (r.seq !== seq + 1) break;
+    let row;
+    try {
+      row = readAuditRow(r.bytes, r.seq);
+    } catch {
+      break;
+    }
+    if (row.prev_hash !== hash) break;
+    tail.push(r);
+    seq = r.seq;
+    hash = row.hash;
+  }
+  return tail;
 }

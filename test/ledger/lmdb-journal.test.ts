@@ -9,6 +9,7 @@ import t from 'tap';
 import type { AuditRow } from '../../src/contracts/audit.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import { journalPathOf, readJournal } from '../../src/ledger/row-journal.js';
+import { openLedgerReader } from '../../src/policy/replay-source.js';
 import { entry, ledgerSuite } from './fixtures/ledger-suite.js';
 import { tempLedgerDir, withRawRows } from './fixtures/lmdb-helpers.js';
 
@@ -75,6 +76,10 @@ t.test('a crash of the process loses no acknowledged row: the next open writes t
   });
   t.same(await rawState(dir), { head: undefined, seqs: [] }, 'the process died before LMDB took any row');
   t.same(readJournal(journalPathOf(dir)).map((r) => r.seq), [1, 2, 3, 4]);
+  const reader = openLedgerReader(dir);
+  t.same([...reader.rows()].map((r) => r.header.envelope_id), rows.map((r) => r.envelope_id), 'gov policy replay reads them from the journal before any open');
+  t.equal(reader.headSeq(), 4);
+  await reader.close();
 
   const storage = await openLmdbStorage(dir, { durability: 'commit' });
   t.teardown(() => storage.close());
@@ -110,4 +115,43 @@ t.test('a frame cut short or damaged ends the journal: whole frames before it ar
     t.equal((await storage.ledger.verify()).valid, true);
     await storage.close();
   }
+});
+
+t.test('gov policy replay reads the journal\'s rows after the LMDB snapshot they continue, and no others', async (t) => {
+  const dir = tempLedgerDir(t);
+  const writer = await openLmdbStorage(dir, { durability: 'commit', journalApplyMs: Infinity });
+  t.teardown(() => writer.close());
+  const { ledger } = writer;
+  const rows = [await ledger.append(entry()), await ledger.append(entry())];
+  await ledger.list({ limit: 1 }); // a read: LMDB takes the journal's rows first
+  t.same((await rawState(dir)).seqs, [1, 2], 'rows 1-2 in LMDB');
+  const pre = await ledger.append(entry({ phase: 'pre_check' }));
+  const post = await ledger.append(entry({ phase: 'post_check', parent_envelope_id: pre.envelope_id }));
+  rows.push(pre, post);
+  t.same(readJournal(journalPathOf(dir)).map((r) => r.seq), [3, 4], 'rows 3-4 only in the journal');
+
+  // Read while the writer is live, as `gov policy replay` does.
+  const reader = openLedgerReader(dir);
+  t.same([...reader.rows()].map((r) => [r.header.seq, r.header.envelope_id]), rows.map((r) => [r.seq, r.envelope_id]), 'every row, in seq order');
+  t.same([...reader.rows(2, 4)].map((r) => r.header.seq), [2, 3], 'a range across both');
+  t.same([...reader.rows(4)].map((r) => r.header.seq), [4]);
+  t.equal(reader.byEnvelope(post.envelope_id)?.header.seq, 4, 'a journaled row by its envelope id');
+  t.equal(reader.byEnvelope(rows[0].envelope_id)?.header.seq, 1);
+  t.equal(reader.headSeq(), 4);
+  const payload = [...reader.rows(3)][0].payload();
+  t.same(payload, { state: 'ok', value: entry().payload }, 'its payload reads');
+  await reader.close();
+
+  // Another ledger's journal does not continue this one's chain: its rows 3-4 link to that ledger's row 2.
+  const other = tempLedgerDir(t);
+  const second = await openLmdbStorage(other, { durability: 'commit', journalApplyMs: Infinity });
+  await second.ledger.append(entry());
+  await second.ledger.append(entry());
+  await second.close(); // applies its journal and empties it
+  fs.copyFileSync(journalPathOf(dir), journalPathOf(other));
+  const foreign = openLedgerReader(other);
+  t.same([...foreign.rows()].map((r) => r.header.seq), [1, 2], 'a journal that does not link to the snapshot is not read');
+  t.equal(foreign.headSeq(), 2);
+  t.equal(foreign.byEnvelope(post.envelope_id), null);
+  await foreign.close();
 });
