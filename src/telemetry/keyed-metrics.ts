@@ -31,7 +31,6 @@ interface Exported {
   values: Sample[];
 }
 
-
 interface Series {
   labels: Labels;
   count: number;
