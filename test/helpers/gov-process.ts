@@ -10,8 +10,25 @@ import { SETTING_DOCS } from '../../src/config/settings.js';
 /** The built CLI (`npm test` runs `prepare`, which compiles dist/ first). */
 export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 
-/** A port nobody listens on right now: bind port 0, read it, close. */
+/** Ports this process handed out: two servers started side by side must not be given the same one. */
+const handedOut = new Set<number>();
+
+/**
+ * A port nobody listens on right now, and not handed out before by this process: bind port 0, read it,
+ * close. The kernel may give a port just closed again, so tests that start two servers at once (a fleet of
+ * sidecars) could otherwise both be told to listen on it.
+ */
 export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await boundZero();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+function boundZero(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
