@@ -6,7 +6,8 @@ import type { AuditRow, AuditRowWithPayload } from '../contracts/audit.js';
 import type { ListPlan } from './audit-query.js';
 import type { IngestResult, ListedRow, Position, ReplicaStore, SourceHead, SourceVerifyResult, StoredRow } from './port.js';
 import { arrivalEntry, collectArrivals, type ArrivalEntry } from './replica-arrivals.js';
-import { planIngest, storedRowHash } from './replica-batch.js';
+import { planIngest } from './replica-batch.js';
+import { storedRowHash } from './row-format.js';
 import { readAuditRow, readRowWithPayload } from './row-reader.js';
 import { SerialQueue } from './serial-queue.js';
 

@@ -15,10 +15,10 @@ import { assertPayloadKey, keyFingerprint } from './payload-cipher.js';
 import { DEFAULT_MAX_PENDING_ROWS, type AgentStats, type AppendEntry, type AppendOptions, type KvStore, type Ledger, type LedgerDurability, type ListedRow, type ListPage, type Storage, type StorageOptions, type StoredRow } from './port.js';
 import { LmdbHandles } from './lmdb-handles.js';
 import { LmdbReplicaStore } from './lmdb-replicas.js';
-import { storedRowHash } from './replica-batch.js';
+import { storedRowHash } from './row-format.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
-import { journalPathOf, readJournal, RowJournal, type JournalRow } from './row-journal.js';
+import { journalContinuation, journalPathOf, readJournal, RowJournal, type JournalRow } from './row-journal.js';
 import { isSeqKey, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
 import { eraseRow, readAuditRow, readRowWithPayload } from './row-reader.js';
@@ -1341,21 +1341,12 @@ class LmdbKv implements KvStore {
 function recoverJournal(h: LmdbHandles, journalPath: string): void {
   const rows = readJournal(journalPath);
   if (rows.length > 0) {
-    const stored = recoverHead(h.rowsRaw);
-    const tail: JournalRow[] = [];
-    let next = stored.seq + 1;
-    let consistent = true;
-    for (const r of rows) {
-      if (r.seq < next) {
-        const value = h.rowsRaw.get(r.seq);
-        const hash = value === undefined ? null : storedRowHash(value);
-        if (tail.length > 0 || hash === null || hash !== storedRowHash(r.bytes)) consistent = false;
-      } else if (r.seq === next) {
-        tail.push(r);
-        next++;
-      } else consistent = false;
-      if (!consistent) break;
-    }
+    const stored = lastStoredRow(h.rowsRaw);
+    const storedHash = (seq: number): string | null => {
+      const value = h.rowsRaw.get(seq);
+      return value === undefined ? null : storedRowHash(value);
+    };
+    const { tail, consistent } = journalContinuation(rows, { seq: stored.seq, hash: stored.value === null ? null : storedRowHash(stored.value) }, storedHash);
     if (!consistent) {
       renameSync(journalPath, `${journalPath}.conflict-${Date.now()}`);
       return;
@@ -1376,14 +1367,18 @@ function headHashOf(value: Buffer): string {
   return storedRowHash(value) ?? '0'.repeat(64);
 }
 
-/** Last stored row: seq and hash to continue the chain from. Skips keys that are not seqs. */
-function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: string | null } {
+/** The last stored row's seq and bytes (0 and null for an empty ledger). Skips keys that are not seqs. */
+function lastStoredRow(rowsRaw: Database<Buffer, number>): { seq: number; value: Buffer | null } {
   for (const { key, value } of rowsRaw.getRange({ reverse: true })) {
-    if (!isSeqKey(key)) continue;
-    // An unreadable last row keeps its seq.
-    return { seq: key, hash: headHashOf(value) };
+    if (isSeqKey(key)) return { seq: key, value };
   }
-  return { seq: 0, hash: null };
+  return { seq: 0, value: null };
+}
+
+/** Last stored row: seq and hash to continue the chain from. An unreadable last row keeps its seq. */
+function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: string | null } {
+  const last = lastStoredRow(rowsRaw);
+  return last.value === null ? { seq: 0, hash: null } : { seq: last.seq, hash: headHashOf(last.value) };
 }
 
 /**

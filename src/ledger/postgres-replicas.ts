@@ -6,7 +6,8 @@ import type { IngestResult, ListedRow, ReplicaStore, SourceHead, SourceVerifyRes
 import { listRowsOf, SourceWalk, storable, VERIFY_PAGE_ROWS, type StoredRowColumns } from './postgres-rows.js';
 import { readRowWithPayload } from './row-reader.js';
 import { unreachable } from './postgres-unreachable.js';
-import { planIngest, storedRowHash, type IngestPlan } from './replica-batch.js';
+import { planIngest, type IngestPlan } from './replica-batch.js';
+import { storedRowHash } from './row-format.js';
 
 
 /**

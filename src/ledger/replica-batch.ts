@@ -64,12 +64,6 @@ function columnText(v: unknown): v is string {
   return typeof v === 'string' && isSafeString(v);
 }
 
-/** The chain hash a stored row carries, or null for bytes that are not a ledger row. */
-export function storedRowHash(bytes: Buffer): string | null {
-  const layout = readRowLayout(bytes);
-  return layout ? bytes.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) : null;
-}
-
 function reject(reason: IngestRejectReason, seq: number, message: string): never {
   throw new IngestRejectedError(reason, message, seq);
 }

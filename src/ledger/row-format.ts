@@ -78,6 +78,17 @@ export function readRowLayout(b: Uint8Array, length: number = b.length): RowLayo
   return { flags, headerStart, headerEnd, commitmentStart, hashStart, saltStart, saltEnd, payloadStart, payloadEnd };
 }
 
+/** The chain hash a stored row carries, or null for bytes that are not a ledger row. */
+export function storedRowHash(bytes: Buffer): string | null {
+  const layout = readRowLayout(bytes);
+  return layout ? bytes.toString('hex', layout.hashStart, layout.hashStart + HASH_BYTES) : null;
+}
+
+/** The hash a stored row links back to (its prev_hash), or null for bytes that are not a ledger row. */
+export function storedPrevHash(bytes: Buffer): string | null {
+  return readRowLayout(bytes) ? bytes.toString('hex', 4, 4 + HASH_BYTES) : null;
+}
+
 /**
  * Seq written in a canonical header, or -1. Canonical JSON escapes every quote inside a string, so
  * `,"seq":` can only be the structural member; the header has already been hash-checked when this runs.

@@ -1,6 +1,8 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
+import { GENESIS_HASH } from './chain.js';
+import { storedPrevHash, storedRowHash } from './row-format.js';
 
 /**
  * The LMDB ledger's journal at the `process` durability level (ledger/lmdb.ts says when it is used): each
@@ -56,6 +58,49 @@ export function readJournal(path: string): JournalRow[] {
     at = start + size;
   }
   return rows;
+}
+
+/** What a journal holds past the rows a ledger stores (journalContinuation). */
+export interface JournalContinuation {
+  /** The rows after the stored head: each the next seq, each linked by its prev_hash to the row before it. */
+  tail: JournalRow[];
+  /** False when the walk stopped at a row that is neither a stored row (same seq, same hash) nor the next one. */
+  consistent: boolean;
+}
+
+/**
+ * Walks the journal's rows against a ledger's stored ones. The journal may begin with rows LMDB already holds
+ * (it took them, and the process stopped before emptying the journal): each must carry the stored row's hash.
+ * Then come the rows that continue the chain from the stored head: each the next seq, each linking by prev_hash
+ * to the row before it. `head.hash` is null for an empty ledger (the chain starts from the genesis hash), or
+ * for a head row whose bytes cannot be read: verify() reports that row, and the first row after it is taken
+ * on its seq alone, since nothing can show what it linked to.
+ *
+ * The walk stops at the first row that is neither: that row and all after it are not this ledger's, whether
+ * another writer's or another ledger's journal. Only the layout is read, never a header: the hashes sit at
+ * fixed offsets.
+ */
+export function journalContinuation(
+  rows: readonly JournalRow[],
+  head: { seq: number; hash: string | null },
+  storedHash: (seq: number) => string | null,
+): JournalContinuation {
+  const tail: JournalRow[] = [];
+  let seq = head.seq;
+  let hash: string | null = head.seq === 0 ? GENESIS_HASH : head.hash;
+  for (const r of rows) {
+    if (tail.length === 0 && r.seq <= head.seq) {
+      const stored = storedHash(r.seq);
+      if (stored === null || stored !== storedRowHash(r.bytes)) return { tail, consistent: false };
+      continue;
+    }
+    const prev = storedPrevHash(r.bytes);
+    if (r.seq !== seq + 1 || prev === null || (hash !== null && prev !== hash)) return { tail, consistent: false };
+    tail.push(r);
+    seq = r.seq;
+    hash = storedRowHash(r.bytes);
+  }
+  return { tail, consistent: true };
 }
 
 export class RowJournal {

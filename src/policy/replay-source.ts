@@ -5,8 +5,8 @@ import type { Manifest } from '../contracts/manifest.js';
 import type { KvStore } from '../ledger/port.js';
 import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, LMDB_INDEXED_KEY, openRawRows } from '../ledger/lmdb-layout.js';
 import { readAuditRow } from '../ledger/row-reader.js';
-import { GENESIS_HASH } from '../ledger/chain.js';
-import { journalPathOf, readJournal, type JournalRow } from '../ledger/row-journal.js';
+import { journalContinuation, journalPathOf, readJournal, type JournalRow } from '../ledger/row-journal.js';
+import { storedRowHash } from '../ledger/row-format.js';
 import { keyFingerprint } from '../ledger/payload-cipher.js';
 import type { ReplayRow } from './replay.js';
 import { replayRow, ReplaySourceError } from './replay-row.js';
@@ -73,7 +73,13 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
     let done = false;
     const journal = journalTail(path, rowsRaw, rowsCopied, txn);
     const journalByEnvelope = new Map<string, JournalRow>();
-    for (const r of journal) journalByEnvelope.set(readAuditRow(r.bytes, r.seq).envelope_id, r);
+    for (const r of journal) {
+      try {
+        journalByEnvelope.set(readAuditRow(r.bytes, r.seq).envelope_id, r);
+      } catch {
+        // A row whose header cannot be read names no envelope; the chain's verification reports it.
+      }
+    }
     // The writer indexes rows a little after it commits them (ledger/lmdb.ts, INDEX_BATCH_ROWS): the
     // envelopes of rows past its watermark are found by reading those rows, once, on the first miss.
     let tail: Map<string, number> | null = null;
@@ -172,38 +178,17 @@ function lastStoredSeq(rowsRaw: RawRows, txn: ReadTxn): number {
 }
 
 /**
- * The journal's rows that continue the snapshot: from the seq after its last row, each the next seq and
- * linked to the row before by its prev_hash; the first row that does not, and all after it, are left out.
- * Rows the snapshot already holds (LMDB took them before the journal was emptied) are skipped.
+ * The journal's rows that continue the snapshot (row-journal.ts, journalContinuation): rows the snapshot already
+ * holds (LMDB took them before the journal was emptied) are skipped, and the first row that does not continue
+ * the chain ends what is read.
  */
 function journalTail(path: string, rowsRaw: RawRows, rowsCopied: Database<Buffer, number>, txn: ReadTxn): JournalRow[] {
   const rows = readJournal(journalPathOf(path));
   if (rows.length === 0) return [];
-  let seq = lastStoredSeq(rowsRaw, txn);
-  let hash = GENESIS_HASH;
-  if (seq > 0) {
-    const last = rowsCopied.get(seq, { transaction: txn });
-    if (last === undefined) return [];
-    try {
-      hash = readAuditRow(last, seq).hash;
-    } catch {
-      return []; // an unreadable head row: the chain's verification reports it, and nothing can link to it
-    }
-  }
-  const tail: JournalRow[] = [];
-  for (const r of rows) {
-    if (r.seq <= seq) continue;
-    if (r.seq !== seq + 1) break;
-    let row;
-    try {
-      row = readAuditRow(r.bytes, r.seq);
-    } catch {
-      break;
-    }
-    if (row.prev_hash !== hash) break;
-    tail.push(r);
-    seq = r.seq;
-    hash = row.hash;
-  }
-  return tail;
+  const storedHash = (seq: number): string | null => {
+    const value = rowsCopied.get(seq, { transaction: txn });
+    return value === undefined ? null : storedRowHash(value);
+  };
+  const seq = lastStoredSeq(rowsRaw, txn);
+  return journalContinuation(rows, { seq, hash: seq === 0 ? null : storedHash(seq) }, storedHash).tail;
 }

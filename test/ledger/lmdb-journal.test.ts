@@ -154,4 +154,11 @@ t.test('gov policy replay reads the journal\'s rows after the LMDB snapshot they
   t.equal(foreign.headSeq(), 2);
   t.equal(foreign.byEnvelope(post.envelope_id), null);
   await foreign.close();
+
+  // Its seqs (3-4) follow that ledger's head, but they do not link to it: opening it moves the journal aside.
+  const reopened = await openLmdbStorage(other, { durability: 'commit' });
+  t.teardown(() => reopened.close());
+  t.equal(fs.readdirSync(other).filter((f) => f.startsWith('journal.conflict-')).length, 1, 'the foreign journal is moved aside, not written over the chain');
+  t.same(await rawState(other), { head: 2, seqs: [1, 2] });
+  t.same(await reopened.ledger.verify(), { valid: true, rows_checked: 2, first_invalid_seq: null, head_hash: (await reopened.ledger.head()).hash });
 });

@@ -13,9 +13,9 @@ import { readAuditRow } from '../../src/ledger/row-reader.js';
 import { openPostgresStorage } from '../../src/ledger/postgres.js';
 import { migrate, readMigrations } from '../../src/ledger/postgres-migrations.js';
 import { listStatement } from '../../src/ledger/postgres-rows.js';
-import { IngestRejectedError, storedRowHash } from '../../src/ledger/replica-batch.js';
+import { IngestRejectedError } from '../../src/ledger/replica-batch.js';
 import { RowBuilder } from '../../src/ledger/row-builder.js';
-import { readRowLayout } from '../../src/ledger/row-format.js';
+import { readRowLayout, storedRowHash } from '../../src/ledger/row-format.js';
 import { createTestDatabase, postgresUnreachable, requirePostgres, sqlOn, type TestDatabase } from '../helpers/postgres.js';
 import { at, entry, sidecarRows } from './fixtures/ledger-suite.js';
 
