@@ -1,7 +1,13 @@
 import type { Database, DatabaseOptions, RootDatabase, Transaction } from 'lmdb';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { ChainVerifyResponse } from '../contracts/audit.js';
+import { join } from 'node:path';
 import { ChainWalker, type SegmentInfo } from './chain.js';
+
+/** The data file of the ledger at `path`: lmdb-js opens a path with an extension as the file itself, else a directory. */
+export function ledgerDataFile(path: string): string {
+  return /\.[^/]+$/.test(path) ? path : join(path, 'data.mdb');
+}
 
 /** Named databases inside the one LMDB environment (docs/ledger.md). */
 export const LMDB_DB_NAMES = {

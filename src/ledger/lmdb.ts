@@ -19,7 +19,8 @@ import { storedRowHash } from './row-format.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
 import { journalContinuation, journalPathOf, readJournal, RowJournal, type JournalRow } from './row-journal.js';
-import { isSeqKey, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
+import { isSeqKey, ledgerDataFile, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
+import { WriterLock } from './writer-lock.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
 import { eraseRow, readAuditRow, readRowWithPayload } from './row-reader.js';
 
@@ -1433,7 +1434,10 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
   // commit: no disk sync per transaction (the OS writes the pages back on its own schedule): a process crash
   // loses nothing committed, a kernel crash or power loss can (docs/ledger.md).
   const h = new LmdbHandles(path, opts.durability === 'commit' ? { noSync: true } : {});
+  let lock: WriterLock | null = null;
   try {
+    // Before anything is written: recovery writes the journal's rows into LMDB (writer-lock.ts).
+    lock = await WriterLock.acquire(ledgerDataFile(path), opts.durability === 'commit' ? 'hold' : 'check');
     const { rowsRaw, meta } = h;
 
     const format = meta.get('format');
@@ -1492,6 +1496,7 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       opts.durability === 'commit' ? RowJournal.open(journalPath) : null,
       opts.journalApplyMs ?? JOURNAL_APPLY_MS,
     );
+    const writerLock = lock;
     const kvStore = new LmdbKv(h);
     const replicas = new LmdbReplicaStore(h, payloadKey, () => ledger.committedSeq());
     replicas.indexEarlierArrivals();
@@ -1504,12 +1509,14 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
         closing ??= (async () => {
           await ledger.close();
           await h.close();
+          await writerLock.release();
         })();
         return closing;
       },
     };
   } catch (err) {
     await h.close();
+    await lock?.release();
     throw err;
   }
 }

@@ -1,9 +1,8 @@
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { Manifest } from '../contracts/manifest.js';
 import type { KvStore } from '../ledger/port.js';
-import { LMDB_DB_NAMES, LMDB_ENV_OPTIONS, LMDB_INDEXED_KEY, openRawRows } from '../ledger/lmdb-layout.js';
+import { ledgerDataFile, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, LMDB_INDEXED_KEY, openRawRows } from '../ledger/lmdb-layout.js';
 import { readAuditRow } from '../ledger/row-reader.js';
 import { journalContinuation, journalPathOf, readJournal, type JournalRow } from '../ledger/row-journal.js';
 import { storedRowHash } from '../ledger/row-format.js';
@@ -48,7 +47,7 @@ const KV_MANIFESTS = 'manifests';
  * reported as undecryptable. A key that is not the ledger's is an error, as it is for the gateway.
  */
 export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerReader {
-  const dataFile = /\.[^/]+$/.test(path) ? path : join(path, 'data.mdb');
+  const dataFile = ledgerDataFile(path);
   if (!existsSync(dataFile) || !statSync(dataFile).isFile()) throw new ReplaySourceError(`no ledger at ${path} (expected ${dataFile})`);
   let env: RootDatabase;
   try {
