@@ -68,6 +68,18 @@ t.test('large objects, long strings, toJSON and undefined follow the package', a
   for (const v of cases) t.equal(canonicalJson(v), reference(v));
 });
 
+t.test('only own enumerable keys are written, at every depth, as Object.keys gives them', async (t) => {
+  const inherited = Object.create({ fromProto: 1 }) as Record<string, unknown>;
+  inherited.own = 2;
+  const hidden = { shown: 1 };
+  Object.defineProperty(hidden, 'hidden', { value: 2, enumerable: false });
+  const wide = (tag: string) => Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`${tag}${(i * 7) % 30}`, i]));
+  // Objects of different sizes at one depth, and more than 24 keys at two depths, one inside the other.
+  const nested = { z: { ...wide('outer'), inner: wide('inner') }, a: { b: 1 }, m: [{ x: 1, y: 2, w: 3 }, { q: 1 }] };
+  for (const v of [inherited, hidden, { wrap: inherited, list: [hidden] }, nested]) t.equal(canonicalJson(v), reference(v));
+  t.equal(canonicalJson(inherited), '{"own":2}');
+});
+
 t.test('values JSON cannot represent are refused', async (t) => {
   t.throws(() => canonicalJson(Number.NaN), /NaN/);
   t.throws(() => canonicalJson({ a: Number.POSITIVE_INFINITY }), /Infinity/);
