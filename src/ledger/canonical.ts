@@ -9,6 +9,9 @@ const canonicalize: Canonicalize =
     ? (canonicalizeModule as Canonicalize)
     : (canonicalizeModule as unknown as { default: Canonicalize }).default;
 
+/** A reused key list longer than this is dropped after its object is written (payloads have tens of keys). */
+const KEPT_KEY_LIST = 1024;
+
 /** Characters JSON.stringify escapes (quote, backslash, controls) or rewrites (lone surrogates). */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
@@ -166,6 +169,8 @@ export class CanonicalWriter {
           this.value(item, false);
         }
         this.depth--;
+        // A list grown by one wide object would otherwise keep its keys alive for the process's life.
+        if (keys.length > KEPT_KEY_LIST) this.keyLists[this.depth] = [];
         this.ensure(1);
         this.buf[this.pos++] = 0x7d;
         return;

@@ -4,9 +4,14 @@ import type { ChainVerifyResponse } from '../contracts/audit.js';
 import { join } from 'node:path';
 import { ChainWalker, type SegmentInfo } from './chain.js';
 
-/** The data file of the ledger at `path`: lmdb-js opens a path with an extension as the file itself, else a directory. */
+/** lmdb-js opens a ledger path with an extension as the data file itself, any other path as a directory. */
+export function ledgerPathIsFile(path: string): boolean {
+  return /\.[^/]+$/.test(path);
+}
+
+/** The data file of the ledger at `path`. */
 export function ledgerDataFile(path: string): string {
-  return /\.[^/]+$/.test(path) ? path : join(path, 'data.mdb');
+  return ledgerPathIsFile(path) ? path : join(path, 'data.mdb');
 }
 
 /** Named databases inside the one LMDB environment (docs/ledger.md). */
@@ -80,6 +85,12 @@ export function openRawRows(env: RootDatabase): Database<Buffer, number> {
 
 export function isSeqKey(key: unknown): key is number {
   return typeof key === 'number' && Number.isSafeInteger(key) && key > 0;
+}
+
+/** The seq of the last stored row (0 for none), in `transaction` when given. Keys that are not seqs are skipped. */
+export function lastStoredSeq(rows: Database<Buffer, number>, transaction?: Transaction): number {
+  for (const key of rows.getKeys({ reverse: true, transaction })) if (isSeqKey(key)) return key;
+  return 0;
 }
 
 /**

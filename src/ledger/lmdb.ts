@@ -19,7 +19,7 @@ import { storedRowHash } from './row-format.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
 import { journalContinuation, journalPathOf, readJournal, RowJournal, type JournalRow } from './row-journal.js';
-import { isSeqKey, ledgerDataFile, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
+import { isSeqKey, lastStoredSeq, ledgerDataFile, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
 import { WriterLock } from './writer-lock.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
 import { eraseRow, readAuditRow, readRowWithPayload } from './row-reader.js';
@@ -1342,12 +1342,7 @@ class LmdbKv implements KvStore {
 function recoverJournal(h: LmdbHandles, journalPath: string): void {
   const rows = readJournal(journalPath);
   if (rows.length > 0) {
-    const stored = lastStoredRow(h.rowsRaw);
-    const storedHash = (seq: number): string | null => {
-      const value = h.rowsRaw.get(seq);
-      return value === undefined ? null : storedRowHash(value);
-    };
-    const { tail, consistent } = journalContinuation(rows, { seq: stored.seq, hash: stored.value === null ? null : storedRowHash(stored.value) }, storedHash);
+    const { tail, consistent } = journalContinuation(rows, lastStoredSeq(h.rowsRaw), (seq) => h.rowsRaw.get(seq));
     if (!consistent) {
       renameSync(journalPath, `${journalPath}.conflict-${Date.now()}`);
       return;
@@ -1368,18 +1363,11 @@ function headHashOf(value: Buffer): string {
   return storedRowHash(value) ?? '0'.repeat(64);
 }
 
-/** The last stored row's seq and bytes (0 and null for an empty ledger). Skips keys that are not seqs. */
-function lastStoredRow(rowsRaw: Database<Buffer, number>): { seq: number; value: Buffer | null } {
-  for (const { key, value } of rowsRaw.getRange({ reverse: true })) {
-    if (isSeqKey(key)) return { seq: key, value };
-  }
-  return { seq: 0, value: null };
-}
-
 /** Last stored row: seq and hash to continue the chain from. An unreadable last row keeps its seq. */
 function recoverHead(rowsRaw: Database<Buffer, number>): { seq: number; hash: string | null } {
-  const last = lastStoredRow(rowsRaw);
-  return last.value === null ? { seq: 0, hash: null } : { seq: last.seq, hash: headHashOf(last.value) };
+  const seq = lastStoredSeq(rowsRaw);
+  const value = seq === 0 ? undefined : rowsRaw.get(seq);
+  return value === undefined ? { seq: 0, hash: null } : { seq, hash: headHashOf(value) };
 }
 
 /**

@@ -2,6 +2,7 @@ import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { GENESIS_HASH } from './chain.js';
+import { ledgerPathIsFile } from './lmdb-layout.js';
 import { storedPrevHash, storedRowHash } from './row-format.js';
 
 /**
@@ -27,7 +28,7 @@ export interface JournalRow {
 
 /** Where the journal of the ledger at `path` lives: beside its data file, as lmdb-js lays the ledger out. */
 export function journalPathOf(path: string): string {
-  return /\.[^/]+$/.test(path) ? `${path}-journal` : join(path, 'journal');
+  return ledgerPathIsFile(path) ? `${path}-journal` : join(path, 'journal');
 }
 
 /** The rows of the journal's whole frames, in file order (none when there is no journal). */
@@ -72,9 +73,9 @@ export interface JournalContinuation {
  * Walks the journal's rows against a ledger's stored ones. The journal may begin with rows LMDB already holds
  * (it took them, and the process stopped before emptying the journal): each must carry the stored row's hash.
  * Then come the rows that continue the chain from the stored head: each the next seq, each linking by prev_hash
- * to the row before it. `head.hash` is null for an empty ledger (the chain starts from the genesis hash), or
- * for a head row whose bytes cannot be read: verify() reports that row, and the first row after it is taken
- * on its seq alone, since nothing can show what it linked to.
+ * to the row before it. `storedRow(seq)` reads a stored row's bytes. An empty ledger (`headSeq` 0) continues
+ * from the genesis hash; a head row whose bytes cannot be read is reported by verify(), and the first row after
+ * it is taken on its seq alone, since nothing can show what it linked to.
  *
  * The walk stops at the first row that is neither: that row and all after it are not this ledger's, whether
  * another writer's or another ledger's journal. Only the layout is read, never a header: the hashes sit at
@@ -82,14 +83,18 @@ export interface JournalContinuation {
  */
 export function journalContinuation(
   rows: readonly JournalRow[],
-  head: { seq: number; hash: string | null },
-  storedHash: (seq: number) => string | null,
+  headSeq: number,
+  storedRow: (seq: number) => Buffer | undefined,
 ): JournalContinuation {
+  const storedHash = (seq: number): string | null => {
+    const value = storedRow(seq);
+    return value === undefined ? null : storedRowHash(value);
+  };
   const tail: JournalRow[] = [];
-  let seq = head.seq;
-  let hash: string | null = head.seq === 0 ? GENESIS_HASH : head.hash;
+  let seq = headSeq;
+  let hash: string | null = headSeq === 0 ? GENESIS_HASH : storedHash(headSeq);
   for (const r of rows) {
-    if (tail.length === 0 && r.seq <= head.seq) {
+    if (tail.length === 0 && r.seq <= headSeq) {
       const stored = storedHash(r.seq);
       if (stored === null || stored !== storedRowHash(r.bytes)) return { tail, consistent: false };
       continue;

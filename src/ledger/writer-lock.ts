@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { connect, createServer, type Server } from 'node:net';
 import { LedgerUnavailableError } from './errors.js';
 
 /**
@@ -27,20 +27,35 @@ export class WriterLock {
   private constructor(private readonly server: Server | null) {}
 
   /**
-   * `hold`: binds the ledger's name until release(). `check`: binds it and lets go at once, which fails the
-   * same way while a holder has it. Either fails with LedgerUnavailableError while another open holds it
-   * (in another process or in this one).
+   * `hold`: binds the ledger's name until release(). `check`: connects to the name, which succeeds only while
+   * a holder has it; it binds nothing, so a check never stands in the way of a journaled open beside it.
+   * Either fails with LedgerUnavailableError while another open holds it (in another process or in this one).
    */
   static async acquire(dataFile: string, mode: 'hold' | 'check'): Promise<WriterLock> {
     if (process.platform !== 'linux') return new WriterLock(null);
     const { dev, ino } = statSync(dataFile);
     const name = `\0gov-ledger-journal-writer:${dev}:${ino}`;
-    // Nothing is served: a connection to the name is closed at once.
+    const held = new LedgerUnavailableError(`the ledger at ${dataFile} is open for writing, with its journal, in another process on this host (or already in this one); one writer at a time`);
+    if (mode === 'check') {
+      const holderAnswers = await new Promise<boolean>((resolve) => {
+        const socket = connect({ path: name });
+        socket.once('connect', () => {
+          socket.destroy();
+          resolve(true);
+        });
+        // ECONNREFUSED: nobody holds the name. Any other failure (a sandbox without abstract sockets) leaves
+        // the journal's check as the guard, as it was before this lock.
+        socket.once('error', () => resolve(false));
+      });
+      if (holderAnswers) throw held;
+      return new WriterLock(null);
+    }
+    // Nothing is served: a connection to the name (a check) is closed at once.
     const server = createServer((socket) => socket.destroy());
     const bound = await new Promise<boolean>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) => {
         if (err.code === 'EADDRINUSE') {
-          reject(new LedgerUnavailableError(`the ledger at ${dataFile} is open for writing, with its journal, in another process on this host (or already in this one); one writer at a time`));
+          reject(held);
         } else {
           // A sandbox without abstract sockets: the ledger opens unlocked, as it did before this lock, and
           // the journal's check stays the guard.
@@ -50,14 +65,9 @@ export class WriterLock {
       server.listen({ path: name, exclusive: true }, () => resolve(true));
     });
     if (!bound) return new WriterLock(null);
-    const lock = new WriterLock(server);
-    if (mode === 'check') {
-      await lock.release();
-      return new WriterLock(null);
-    }
     // The lock must not keep the process alive on its own.
     server.unref();
-    return lock;
+    return new WriterLock(server);
   }
 
   release(): Promise<void> {

@@ -2,10 +2,9 @@ import { existsSync, statSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { Manifest } from '../contracts/manifest.js';
 import type { KvStore } from '../ledger/port.js';
-import { ledgerDataFile, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, LMDB_INDEXED_KEY, openRawRows } from '../ledger/lmdb-layout.js';
+import { lastStoredSeq, ledgerDataFile, LMDB_DB_NAMES, LMDB_ENV_OPTIONS, LMDB_INDEXED_KEY, openRawRows } from '../ledger/lmdb-layout.js';
 import { readAuditRow } from '../ledger/row-reader.js';
 import { journalContinuation, journalPathOf, readJournal, type JournalRow } from '../ledger/row-journal.js';
-import { storedRowHash } from '../ledger/row-format.js';
 import { keyFingerprint } from '../ledger/payload-cipher.js';
 import type { ReplayRow } from './replay.js';
 import { replayRow, ReplaySourceError } from './replay-row.js';
@@ -170,12 +169,6 @@ export function openLedgerReader(path: string, encryptionKey?: Buffer): LedgerRe
 type RawRows = ReturnType<typeof openRawRows>;
 type ReadTxn = ReturnType<RootDatabase['useReadTransaction']>;
 
-/** The last stored key of the snapshot: what is there to read, whatever the head record says. */
-function lastStoredSeq(rowsRaw: RawRows, txn: ReadTxn): number {
-  for (const k of rowsRaw.getKeys({ transaction: txn, reverse: true, limit: 1 })) return typeof k === 'number' ? k : 0;
-  return 0;
-}
-
 /**
  * The journal's rows that continue the snapshot (row-journal.ts, journalContinuation): rows the snapshot already
  * holds (LMDB took them before the journal was emptied) are skipped, and the first row that does not continue
@@ -184,10 +177,5 @@ function lastStoredSeq(rowsRaw: RawRows, txn: ReadTxn): number {
 function journalTail(path: string, rowsRaw: RawRows, rowsCopied: Database<Buffer, number>, txn: ReadTxn): JournalRow[] {
   const rows = readJournal(journalPathOf(path));
   if (rows.length === 0) return [];
-  const storedHash = (seq: number): string | null => {
-    const value = rowsCopied.get(seq, { transaction: txn });
-    return value === undefined ? null : storedRowHash(value);
-  };
-  const seq = lastStoredSeq(rowsRaw, txn);
-  return journalContinuation(rows, { seq, hash: seq === 0 ? null : storedHash(seq) }, storedHash).tail;
+  return journalContinuation(rows, lastStoredSeq(rowsRaw, txn), (seq) => rowsCopied.get(seq, { transaction: txn })).tail;
 }

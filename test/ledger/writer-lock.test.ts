@@ -3,10 +3,12 @@
 // lock goes with the process however it ends. Ledgers that commit to LMDB before acknowledging may share.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { AuditRow } from '../../src/contracts/audit.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
+import { WriterLock } from '../../src/ledger/writer-lock.js';
 import { openLedgerReader } from '../../src/policy/replay-source.js';
 import { entry } from './fixtures/ledger-suite.js';
 import { tempLedgerDir } from './fixtures/lmdb-helpers.js';
@@ -62,4 +64,21 @@ t.test('ledgers that commit to LMDB before acknowledging take no lock: two may s
   t.equal((await a.ledger.append(entry())).seq, 1, 'both open (docs/deployment.md, "Shared state")');
   await a.kv.put('killswitch', 'global', { active: true });
   t.same(await b.kv.get('killswitch', 'global'), { active: true }, 'and share their state through the store');
+});
+
+t.test('a check binds nothing: it never refuses a journaled open made in the same instant', async (t) => {
+  const dir = tempLedgerDir(t);
+  const seed = await openLmdbStorage(dir);
+  await seed.close();
+  const file = join(dir, 'data.mdb');
+  const [check, hold] = await Promise.allSettled([WriterLock.acquire(file, 'check'), WriterLock.acquire(file, 'hold')]);
+  t.equal(hold.status, 'fulfilled', 'the journaled open holds the ledger');
+  if (hold.status === 'fulfilled') {
+    await t.rejects(WriterLock.acquire(file, 'check'), refused, 'and a check after it sees the holder');
+    await hold.value.release();
+  }
+  if (check.status === 'fulfilled') await check.value.release();
+  const after = await WriterLock.acquire(file, 'hold');
+  t.teardown(() => after.release());
+  t.pass('released, it can be held again');
 });
