@@ -18,4 +18,6 @@ export const Pool = require('undici/lib/dispatcher/pool') as typeof Undici.Pool;
 export type Pool = Undici.Pool;
 export const Agent = require('undici/lib/dispatcher/agent') as typeof Undici.Agent;
 export type Agent = Undici.Agent;
+/** undici's own header parsing (the index exports it as `util.parseHeaders`): what `request()` answers with. */
+export const parseHeaders = (require('undici/lib/core/util') as typeof Undici.util).parseHeaders;
 export type { Dispatcher } from 'undici';

@@ -1,14 +1,15 @@
+import { Readable } from 'node:stream';
 import { disposition } from './disposition.js';
 import { mediaType, SSE_TYPE } from './headers.js';
 import type { Inspected } from './protocol.js';
 import { answerError, errorInfo, failedUpstream, govHeaders, ledgerBehind, ledgerDown, refusal } from './pipeline/answers.js';
 import type { ProxyCall, ProxyCore } from './pipeline/call.js';
 import { commitBeforeHead, postCheckRequest, preCheck, recordBoth, stageWhileForwarded, type PreCheck } from './pipeline/checks.js';
-import { forward, refusedHead } from './pipeline/forward.js';
+import { forward, forwardWhole, refusedHead } from './pipeline/forward.js';
 import { passThrough } from './pipeline/pass-through.js';
 import { streamedAnswer } from './pipeline/streamed-answer.js';
 import { wholeAnswer } from './pipeline/whole-answer.js';
-import { classifyUpstreamError, type UpstreamResponse } from './upstream.js';
+import { classifyUpstreamError, type UpstreamResponse, type UpstreamWholeResponse } from './upstream.js';
 
 /**
  * One call through the sidecar, as one pipeline whatever its protocol:
@@ -74,10 +75,11 @@ async function governed(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promis
   if (call.proposal.action !== undefined && !(await pre.durable())) return ledgerDown(call);
 
   const t0 = performance.now();
-  const sent = forward(core, call);
+  // A call that asked for a stream is read as one; any other is read whole, with no stream between.
+  const sent = call.proposal.stream ? forward(core, call) : forwardWhole(core, call);
   if (call.proposal.stream) commitBeforeHead(pre, call.callsInFlight() === 1);
   else stageWhileForwarded(pre);
-  let up: UpstreamResponse;
+  let up: UpstreamResponse | UpstreamWholeResponse;
   try {
     up = await sent;
   } catch (e) {
@@ -86,9 +88,17 @@ async function governed(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promis
   const unreleasable = refusedHead(up);
   if (unreleasable !== null) return failedUpstream(core, call, pre, unreleasable, performance.now() - t0);
   if (up.status < 300 && call.protocol.openStream !== undefined && mediaType(up.headers['content-type']) === SSE_TYPE) {
-    return streamedAnswer(core, call, pre, up, t0, call.protocol.openStream(call.proposal));
+    return streamedAnswer(core, call, pre, 'body' in up ? up : streamOf(up), t0, call.protocol.openStream(call.proposal));
   }
   return wholeAnswer(core, call, pre, up, t0);
+}
+
+/**
+ * An event stream that answered a call which did not ask for one, already read whole (bounded): it is
+ * still checked and released as a stream is, from its bytes. The stream readers use only the Readable API.
+ */
+function streamOf(up: UpstreamWholeResponse): UpstreamResponse {
+  return { status: up.status, headers: up.headers, body: Readable.from([up.raw]) as unknown as UpstreamResponse['body'] };
 }
 
 async function toolResultsClear(core: ProxyCore, call: ProxyCall, pre: PreCheck): Promise<boolean> {

@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
-import { Pool, type Dispatcher } from '../net/undici-dispatchers.js';
+import { parseHeaders, Pool, type Dispatcher } from '../net/undici-dispatchers.js';
 
 export interface UpstreamTarget {
   /** scheme://host:port */
@@ -18,6 +18,13 @@ export interface UpstreamResponse {
   status: number;
   headers: IncomingHttpHeaders;
   body: Dispatcher.ResponseData['body'];
+}
+
+/** An answer read whole by UpstreamPools.requestWhole: its head and all of its body. */
+export interface UpstreamWholeResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  raw: Buffer;
 }
 
 /**
@@ -135,10 +142,7 @@ export class UpstreamPools {
     return p;
   }
 
-  /**
-   * `path` is the full upstream path and query (RouteMatch.upstreamPath). The pool enforces its own
-   * timeouts; a route with a timeout of its own passes it with the request.
-   */
+  /** `path` is the full upstream path and query (RouteMatch.upstreamPath). */
   request(
     target: UpstreamTarget,
     method: string,
@@ -148,18 +152,9 @@ export class UpstreamPools {
     signal: CallAbort | AbortSignal,
     timeoutMs = this.timeoutMs,
   ): Promise<UpstreamResponse> {
-    const opts: Dispatcher.RequestOptions = {
-      method: method as Dispatcher.HttpMethod,
-      path,
-      headers,
-      body: body !== null && body.length > 0 ? body : null,
-      // A CallAbort is EventEmitter-shaped, which is all undici uses of an EventEmitter signal.
-      signal: signal as AbortSignal | EventEmitter,
-    };
-    if (timeoutMs !== this.timeoutMs) {
-      opts.headersTimeout = timeoutMs;
-      opts.bodyTimeout = timeoutMs;
-    }
+    const opts: Dispatcher.RequestOptions = this.options(method, path, headers, body, timeoutMs);
+    // A CallAbort is EventEmitter-shaped, which is all undici uses of an EventEmitter signal.
+    opts.signal = signal as AbortSignal | EventEmitter;
     return this.pool(target.origin)
       .request(opts)
       .then(
@@ -170,9 +165,112 @@ export class UpstreamPools {
       );
   }
 
+  /**
+   * request() for an answer the caller reads whole: the body is collected as undici hands it over and the
+   * promise settles once it has all arrived, with no stream between. `request()` wraps every body in a
+   * Readable, and reading a small answer back through it cost ~11 µs of a call at 500 req/s
+   * (docs/performance.md, "Session 25"). Past `limit` bytes the request is aborted and the promise fails
+   * with tooLarge(limit): a bound, not a memory spike. Fails as request() does otherwise (classified).
+   */
+  requestWhole(
+    target: UpstreamTarget,
+    method: string,
+    path: string,
+    headers: Record<string, string | string[]>,
+    body: Buffer | null,
+    signal: CallAbort,
+    limit: number,
+    timeoutMs = this.timeoutMs,
+  ): Promise<UpstreamWholeResponse> {
+    const opts = this.options(method, path, headers, body, timeoutMs);
+    return new Promise((resolve, reject) => {
+      this.pool(target.origin).dispatch(opts, new WholeAnswerHandler(resolve, reject, signal, limit, timeoutMs));
+    });
+  }
+
+  /** The pool enforces its own timeouts; a route with a timeout of its own passes it with the request. */
+  private options(method: string, path: string, headers: Record<string, string | string[]>, body: Buffer | null, timeoutMs: number): Dispatcher.DispatchOptions {
+    const opts: Dispatcher.DispatchOptions = { method: method as Dispatcher.HttpMethod, path, headers, body: body !== null && body.length > 0 ? body : null };
+    if (timeoutMs !== this.timeoutMs) {
+      opts.headersTimeout = timeoutMs;
+      opts.bodyTimeout = timeoutMs;
+    }
+    return opts;
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.pools.values()].map((p) => p.destroy().catch(() => undefined)));
     this.pools.clear();
+  }
+}
+
+/**
+ * undici's handler for requestWhole. Only its settled promise leaves it: the caller's abort aborts the request
+ * (before it is sent, or while the answer arrives), and whatever ends it first settles it, once.
+ */
+class WholeAnswerHandler implements Dispatcher.DispatchHandler {
+  private status = 0;
+  private headers: IncomingHttpHeaders = {};
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private abortRequest: ((err?: Error) => void) | null = null;
+  private settled = false;
+
+  constructor(
+    private readonly resolve: (r: UpstreamWholeResponse) => void,
+    private readonly reject: (e: UpstreamFailure) => void,
+    private readonly signal: CallAbort,
+    private readonly limit: number,
+    private readonly timeoutMs: number,
+  ) {
+    signal.on('abort', this.onAbort);
+  }
+
+  // undici aborts with whatever it is given, and reports it to onError; the reason (a string) classifies as `aborted`.
+  private readonly onAbort = (): void => this.abortRequest?.(this.signal.reason as Error);
+
+  onConnect(abort: (err?: Error) => void): void {
+    if (this.signal.aborted) abort(this.signal.reason as Error);
+    else this.abortRequest = abort;
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    // 1xx answers are interim: the final one follows on the same request.
+    if (statusCode < 200) return true;
+    this.status = statusCode;
+    this.headers = parseHeaders(rawHeaders) as IncomingHttpHeaders;
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.settled) return false;
+    this.size += chunk.length;
+    if (this.size > this.limit) {
+      this.fail(tooLarge(this.limit));
+      this.abortRequest?.(new Error('answer too large'));
+      return false;
+    }
+    this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.signal.removeListener('abort', this.onAbort);
+    const c = this.chunks;
+    this.resolve({ status: this.status, headers: this.headers, raw: c.length === 1 ? c[0] : Buffer.concat(c, this.size) });
+  }
+
+  onError(err: Error): void {
+    this.fail(classifyUpstreamError(err, this.timeoutMs, this.signal));
+  }
+
+  private fail(e: UpstreamFailure): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.signal.removeListener('abort', this.onAbort);
+    this.reject(e);
   }
 }
 

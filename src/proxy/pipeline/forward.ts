@@ -3,36 +3,41 @@ import type { AnswerResumption, UpstreamAnswer } from '../protocol.js';
 import { mediaType, nonIdentityEncoding, upstreamRequestHeaders } from '../headers.js';
 import { MAX_JSON_NESTING, nestsDeeperThan } from '../json-nesting.js';
 import type { SseEvent } from '../sse.js';
-import { discardBody, isRedirect, redirectFailure, UpstreamFailure, type UpstreamResponse } from '../upstream.js';
+import { discardBody, isRedirect, redirectFailure, UpstreamFailure, type UpstreamResponse, type UpstreamWholeResponse } from '../upstream.js';
 import type { ProxyCall, ProxyCore } from './call.js';
 import { readSse, type SseSink } from './sse-read.js';
 
-/** The caller's request, as it came (credentials included, hop-by-hop headers not), to the route's upstream. */
+/** What goes to the route's upstream: the caller's request as it came (credentials included, hop-by-hop headers not). */
+function upstreamCall(call: ProxyCall) {
+  return [call.route.target, call.ctx.method, call.upstreamPath, upstreamRequestHeaders(call.ctx.headers), call.body.length > 0 ? call.body : null] as const;
+}
+
+/** The caller's request to the route's upstream, its answer's body as a stream. */
 export function forward(core: ProxyCore, call: ProxyCall): Promise<UpstreamResponse> {
-  return core.pools.request(
-    call.route.target,
-    call.ctx.method,
-    call.upstreamPath,
-    upstreamRequestHeaders(call.ctx.headers),
-    call.body.length > 0 ? call.body : null,
-    call.abort,
-    call.route.timeoutMs,
-  );
+  return core.pools.request(...upstreamCall(call), call.abort, call.route.timeoutMs);
+}
+
+/**
+ * forward() for a call that did not ask for a stream: its answer is read whole (up to
+ * GOV_PROXY_MAX_ANSWER_BYTES) before the pipeline sees it, with no stream between (UpstreamPools.requestWhole).
+ */
+export function forwardWhole(core: ProxyCore, call: ProxyCall): Promise<UpstreamWholeResponse> {
+  return core.pools.requestWhole(...upstreamCall(call), call.abort, core.maxAnswerBytes, call.route.timeoutMs);
 }
 
 /**
  * Why an answer's head alone makes it one the sidecar releases nothing of (a redirect, which it neither
  * follows nor releases; a compressed body it asked not to get and cannot check), or null. The body of
- * such an answer is discarded.
+ * such an answer is discarded (one read whole is dropped with it).
  */
-export function refusedHead(up: UpstreamResponse): UpstreamFailure | null {
+export function refusedHead(up: UpstreamResponse | UpstreamWholeResponse): UpstreamFailure | null {
   if (isRedirect(up.status)) {
-    discardBody(up.body);
+    if ('body' in up) discardBody(up.body);
     return redirectFailure(up.status);
   }
   const encoding = nonIdentityEncoding(up.headers);
   if (encoding === null) return null;
-  discardBody(up.body);
+  if ('body' in up) discardBody(up.body);
   return new UpstreamFailure('unreadable', `the upstream answered with content-encoding ${encoding}, which the sidecar cannot inspect`);
 }
 
@@ -58,7 +63,7 @@ function parseJson(body: Buffer, contentType: string): unknown {
  * be read, or (2xx) not the way its protocol reads it: such an answer is withheld as unreadable, never
  * released unchecked.
  */
-export function wholeAnswerOf(call: ProxyCall, up: UpstreamResponse, raw: Buffer): UpstreamAnswer | UpstreamFailure {
+export function wholeAnswerOf(call: ProxyCall, up: UpstreamResponse | UpstreamWholeResponse, raw: Buffer): UpstreamAnswer | UpstreamFailure {
   // Before the parse: nothing of an answer nested this deep is read.
   if (nestsDeeperThan(raw)) return new UpstreamFailure('unreadable', `the upstream's answer nests deeper than ${MAX_JSON_NESTING} levels`);
   const contentType = String(up.headers['content-type'] ?? '');

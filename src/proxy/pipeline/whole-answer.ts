@@ -1,7 +1,7 @@
 import type { Inspected, UpstreamAnswer } from '../protocol.js';
 import { disposition } from '../disposition.js';
 import { callerResponseHeaders } from '../headers.js';
-import { classifyUpstreamError, readAll, UpstreamFailure, type UpstreamResponse } from '../upstream.js';
+import { classifyUpstreamError, readAll, UpstreamFailure, type UpstreamResponse, type UpstreamWholeResponse } from '../upstream.js';
 import { answerError, failedUpstream, govHeaders, ledgerDown, refusal } from './answers.js';
 import type { ProxyCall, ProxyCore } from './call.js';
 import { postCheckRequest, recordAsked, recordBoth, type PreCheck } from './checks.js';
@@ -17,12 +17,15 @@ function errorInspected(a: UpstreamAnswer): Inspected {
 }
 
 /** Inspect the whole answer, post-check it, then release it or withhold it. */
-export async function wholeAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse, t0: number): Promise<number> {
+export async function wholeAnswer(core: ProxyCore, call: ProxyCall, pre: PreCheck, up: UpstreamResponse | UpstreamWholeResponse, t0: number): Promise<number> {
   let raw: Buffer;
-  try {
-    raw = await readAll(up.body, core.maxAnswerBytes, call.route.timeoutMs, call.abort);
-  } catch (e) {
-    return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
+  if ('raw' in up) raw = up.raw;
+  else {
+    try {
+      raw = await readAll(up.body, core.maxAnswerBytes, call.route.timeoutMs, call.abort);
+    } catch (e) {
+      return failedUpstream(core, call, pre, classifyUpstreamError(e, call.route.timeoutMs, call.abort), performance.now() - t0);
+    }
   }
   const whole = wholeAnswerOf(call, up, raw);
   if (whole instanceof UpstreamFailure) return failedUpstream(core, call, pre, whole, performance.now() - t0);
