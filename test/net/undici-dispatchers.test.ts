@@ -4,7 +4,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { Agent, Pool } from '../../src/net/undici-dispatchers.js';
+import { createRequire } from 'node:module';
+import { Agent, parseHeaders, Pool } from '../../src/net/undici-dispatchers.js';
 import { probeModules, type ModuleProbe } from '../helpers/child-node.js';
 
 type Test = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -37,6 +38,16 @@ t.test('a Pool and an Agent from the dispatcher module send requests and read an
   const b = await agent.request({ origin, path: '/classify', method: 'POST', body: '{"text":"x"}' });
   t.equal(b.statusCode, 201);
   t.same(await b.body.json(), { method: 'POST', url: '/classify', body: '{"text":"x"}', auth: null });
+});
+
+t.test("parseHeaders is the index's public util.parseHeaders", async (t) => {
+  const index = createRequire(import.meta.url)('undici') as { util: { parseHeaders: unknown } };
+  t.equal(parseHeaders, index.util.parseHeaders, 'the same function, loaded without the index');
+  t.same(
+    parseHeaders([Buffer.from('Content-Type'), Buffer.from('application/json'), Buffer.from('Set-Cookie'), Buffer.from('a=1'), Buffer.from('set-cookie'), Buffer.from('b=2')]),
+    { 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'] },
+    'names lower-cased, a repeated header as a list',
+  );
 });
 
 const probe = (body: string): Promise<ModuleProbe> =>
