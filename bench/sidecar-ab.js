@@ -5,11 +5,12 @@
 // Each root is a checkout with `npm run build` done (the same root twice compares settings only). Both sidecars
 // start side by side, as the image's entrypoint starts them (`<root>/dist/cli/main.js sidecar`: the launcher
 // sizes V8 and execs node in its own pid), each with its own ledger, in front of one bench mock. After a warm-up
-// they are loaded in turn, A then B, BENCH_AB_ROUNDS times (default 6): BENCH_AB_SECONDS (8) at BENCH_AB_RATE
+// they are loaded in turn, A B then B A, BENCH_AB_ROUNDS times (default 10): BENCH_AB_SECONDS (8) at BENCH_AB_RATE
 // req/s (500, paced over 32 connections, the shared harness's fixed-rate load). Per round and side it prints the
 // p50, the p99 and the process's CPU per call (every thread, /proc); then the means and in how many rounds B was
 // lower. Rounds alternate because one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than
-// most changes do; a change shows when B is lower in most rounds, not in the means alone.
+// most changes do. Even so, two sidecars of one build drift apart by up to ~9 % over six rounds here (an A/A
+// run: the same root twice): run one first, and trust only a difference well beyond it.
 //
 // BENCH_AB_ENV_A / BENCH_AB_ENV_B: extra environment for one side, as "NAME=value NAME2=value" (no spaces in a
 // value): a setting to compare, or a sizing probe such as GOV_EMBED_DB=:memory:. Needs wrk. Not part of
@@ -21,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { cpuMs, exitOf, freePort, hasWrk, LUA, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
-const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 6);
+const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 10);
 const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 8);
 const RATE = Number(process.env.BENCH_AB_RATE ?? 500);
 const CONNECTIONS = 32;
@@ -98,7 +99,9 @@ async function main() {
     console.log(`B ${rootB}${process.env.BENCH_AB_ENV_B ? ` (${process.env.BENCH_AB_ENV_B})` : ''}`);
     console.log(`${ROUNDS} rounds of ${SECONDS} s at ${RATE} req/s, ${CONNECTIONS} connections; p50 and p99 in µs, CPU in µs a call`);
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const s of sides) {
+      // A B, then B A: whichever side goes second in a round runs on a machine the first one just warmed or loaded
+      // (an A/A run measured the second side ~4 % slower), so the order alternates too.
+      for (const s of round % 2 === 1 ? sides : [...sides].reverse()) {
         const before = cpuMs(s.pid);
         const r = await wrk(s.url, { connections: CONNECTIONS, seconds: SECONDS }, scheduled);
         if (r.non2xx > 0) throw new Error(`${s.name}: ${r.non2xx} calls failed in round ${round}`);
