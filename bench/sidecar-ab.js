@@ -99,8 +99,8 @@ async function main() {
     console.log(`B ${rootB}${process.env.BENCH_AB_ENV_B ? ` (${process.env.BENCH_AB_ENV_B})` : ''}`);
     console.log(`${ROUNDS} rounds of ${SECONDS} s at ${RATE} req/s, ${CONNECTIONS} connections; p50 and p99 in µs, CPU in µs a call`);
     for (let round = 1; round <= ROUNDS; round++) {
-      // A B, then B A: whichever side goes second in a round runs on a machine the first one just warmed or loaded
-      // (an A/A run measured the second side ~4 % slower), so the order alternates too.
+      // A B, then B A: the side that goes second in a round runs right after the other one loaded the machine, and an
+      // A/A run with A always first measured the second side 4 % slower, so the order alternates too.
       for (const s of round % 2 === 1 ? sides : [...sides].reverse()) {
         const before = cpuMs(s.pid);
         const r = await wrk(s.url, { connections: CONNECTIONS, seconds: SECONDS }, scheduled);
