@@ -255,9 +255,7 @@ class WholeAnswerHandler implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.signal.removeListener('abort', this.onAbort);
+    if (!this.settle()) return;
     const c = this.chunks;
     this.resolve({ status: this.status, headers: this.headers, raw: c.length === 1 ? c[0] : Buffer.concat(c, this.size) });
   }
@@ -267,10 +265,15 @@ class WholeAnswerHandler implements Dispatcher.DispatchHandler {
   }
 
   private fail(e: UpstreamFailure): void {
-    if (this.settled) return;
+    if (this.settle()) this.reject(e);
+  }
+
+  /** True the first time only: the caller settles the promise; the abort listener goes either way. */
+  private settle(): boolean {
+    if (this.settled) return false;
     this.settled = true;
     this.signal.removeListener('abort', this.onAbort);
-    this.reject(e);
+    return true;
   }
 }
 
