@@ -108,7 +108,13 @@ export async function waitHealthy(apiPort, child, { timeoutMs = 15_000, pollMs =
   }
 }
 
-/** wrk script: POSTs WRK_BODY with the bench caller's headers plus WRK_HEADERS ("Name: value" lines), paced by WRK_DELAY_MS. */
+/**
+ * wrk script: POSTs WRK_BODY with the bench caller's headers plus WRK_HEADERS ("Name: value" lines). Paced by
+ * WRK_RATE (req/s for the whole run, the shared harness's pacing: send slots on one absolute schedule,
+ * t0 + k/rate, each free connection taking the next; Debian's wrk links LuaJIT, whose ffi reads the clock) or
+ * else by WRK_DELAY_MS (a fixed delay before each request on each connection, which lets the connections drift
+ * into bursts).
+ */
 export const LUA = `
 wrk.method = "POST"
 wrk.body = os.getenv("WRK_BODY")
@@ -119,7 +125,29 @@ for name, value in string.gmatch(os.getenv("WRK_HEADERS") or "", "([^:\\n]+): ([
   wrk.headers[name] = value
 end
 local pace = tonumber(os.getenv("WRK_DELAY_MS") or "0")
-if pace > 0 then
+local rate = tonumber(os.getenv("WRK_RATE") or "0")
+if rate > 0 then
+  local ffi = require("ffi")
+  ffi.cdef [[
+    typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+    int clock_gettime(int clk_id, bench_timespec *tp);
+  ]]
+  local ts = ffi.new("bench_timespec")
+  local function now_ms()
+    ffi.C.clock_gettime(1, ts)
+    return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
+  end
+  local interval = 1000 / rate
+  local next_at = nil
+  function delay()
+    local now = now_ms()
+    if next_at == nil then next_at = now + 1 end
+    local d = next_at - now
+    next_at = next_at + interval
+    if d < 0 then return 0 end
+    return math.floor(d + 0.5)
+  end
+elseif pace > 0 then
   function delay() return pace end
 end
 function done(summary, latency, requests)
@@ -132,9 +160,9 @@ end
 const execFileP = promisify(execFile);
 
 /** Async, so the RSS sampler keeps running while wrk does. */
-export async function wrk(url, { connections, seconds, delayMs = 0, headers = {} }, script) {
+export async function wrk(url, { connections, seconds, delayMs = 0, rate = 0, headers = {} }, script) {
   const { stdout: out } = await execFileP('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', script, url], {
-    env: { ...process.env, WRK_BODY: BODY, WRK_DELAY_MS: String(delayMs), WRK_HEADERS: Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\n') },
+    env: { ...process.env, WRK_BODY: BODY, WRK_DELAY_MS: String(delayMs), WRK_RATE: String(rate), WRK_HEADERS: Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\n') },
     encoding: 'utf8',
     maxBuffer: 1 << 20,
   });

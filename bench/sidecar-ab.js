@@ -27,35 +27,6 @@ const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 8);
 const RATE = Number(process.env.BENCH_AB_RATE ?? 500);
 const CONNECTIONS = 32;
 
-/**
- * LUA with the shared harness's pacing: send slots on one absolute schedule, t0 + k/rate, that every connection
- * takes the next of. A fixed delay per connection instead lets the connections drift into bursts, and the p50
- * then measures the queue (~2 ms here against ~0.9 ms paced on a schedule).
- */
-export function scheduledLua(rate) {
-  return LUA.replace(/local pace = [\s\S]*?\nend\n/, `local ffi = require("ffi")
-ffi.cdef [[
-  typedef struct { long tv_sec; long tv_nsec; } ab_timespec;
-  int clock_gettime(int clk_id, ab_timespec *tp);
-]]
-local ts = ffi.new("ab_timespec")
-local function now_ms()
-  ffi.C.clock_gettime(1, ts)
-  return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
-end
-local interval = 1000 / ${rate}
-local next_at = nil
-function delay()
-  local now = now_ms()
-  if next_at == nil then next_at = now + 1 end
-  local d = next_at - now
-  next_at = next_at + interval
-  if d < 0 then return 0 end
-  return math.floor(d + 0.5)
-end
-`);
-}
-
 /** "NAME=value NAME2=value" as an object. */
 export function envOf(spec) {
   const out = {};
@@ -74,12 +45,8 @@ async function main() {
   if (!rootA || !rootB) throw new Error('usage: node bench/sidecar-ab.js <rootA> <rootB>');
   if (!hasWrk()) throw new Error('wrk is not installed (apt-get install wrk)');
   const dir = mkdtempSync(join(tmpdir(), 'gov-ab-'));
-  const script = join(dir, 'closed.lua');
+  const script = join(dir, 'bench.lua');
   writeFileSync(script, LUA);
-  const scheduled = join(dir, 'scheduled.lua');
-  const lua = scheduledLua(RATE);
-  if (lua === LUA) throw new Error('the harness Lua changed: scheduledLua found no pacing to replace');
-  writeFileSync(scheduled, lua);
   const children = [];
   try {
     const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
@@ -103,7 +70,7 @@ async function main() {
       // A/A run with A always first measured the second side 4 % slower, so the order alternates too.
       for (const s of round % 2 === 1 ? sides : [...sides].reverse()) {
         const before = cpuMs(s.pid);
-        const r = await wrk(s.url, { connections: CONNECTIONS, seconds: SECONDS }, scheduled);
+        const r = await wrk(s.url, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE }, script);
         if (r.non2xx > 0) throw new Error(`${s.name}: ${r.non2xx} calls failed in round ${round}`);
         const row = { p50: r.p50 * 1000, p99: r.p99 * 1000, cpu: ((cpuMs(s.pid) - before) * 1000) / (r.rps * SECONDS) };
         s.rounds.push(row);
