@@ -43,7 +43,7 @@ async function main() {
     const apiPort = await freePort();
     const env = {
       ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl: `http://127.0.0.1:${mock.match[1]}`, apiPort, proxyPort }),
-      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${PROBE}`.trim(),
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(PROBE)}`.trim(),
       GOV_TIMELINE_OUT: out,
     };
     const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], env, /gov sidecar proxy listening on (\S+)/, { program: true, children });
