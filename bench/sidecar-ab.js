@@ -10,7 +10,8 @@
 // p50, the p99 and the process's CPU per call (every thread, /proc); then the means and in how many rounds B was
 // lower. Rounds alternate because one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than
 // most changes do. Even so, two sidecars of one build drift apart by up to ~9 % over six rounds here (an A/A
-// run: the same root twice): run one first, and trust only a difference well beyond it.
+// run: the same root twice): run one first, and trust only a difference well beyond it. Run a comparison both ways
+// round (the probe as A, then as B): one probe measured −13.7 % as B and −0.7 % as A (docs/performance.md, "Session 27").
 //
 // BENCH_AB_ENV_A / BENCH_AB_ENV_B: extra environment for one side, as "NAME=value NAME2=value" (no spaces in a
 // value): a setting to compare, or a sizing probe such as GOV_EMBED_DB=:memory:. Needs wrk. Not part of
