@@ -10,10 +10,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, hasWrk, LUA, median, r3, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { freePort, hasWrk, LUA, median, r3, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
-const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const DURATION_S = Number(process.env.BENCH_DURABILITY_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_DURABILITY_ROUNDS ?? 2);
 const RATE = 200;
@@ -51,9 +50,7 @@ export default async function run() {
   writeFileSync(join(policies, 'bench-critical.yaml'), PACK);
   const children = [];
   try {
-    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
-    children.push(mock.child);
-    const mockUrl = `http://127.0.0.1:${mock.match[1]}`;
+    const mockUrl = (await startMock(children)).url;
     const centralPort = await freePort();
     const central = await startProcess([CLI, 'gateway'], {
       GOV_ENV: 'production',

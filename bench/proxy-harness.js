@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, Agent } from 'node:http';
 import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
 
 /** The sidecar's default GOV_PROXY_GUARD_WINDOW_CHARS. */
 export const GUARD_WINDOW_CHARS = 128;
@@ -67,6 +68,14 @@ export function startProcess(args, env, ready, { prefix = [], children = null, p
     });
     child.once('exit', (code, signal) => reject(new Error(`${args.join(' ')} ${describeExit({ code, signal })}: ${err}`)));
   });
+}
+
+const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
+
+/** Starts bench/mock-openai.js on a free port (into `children` at once) and resolves with its origin and port. */
+export async function startMock(children) {
+  const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/, { children });
+  return { url: `http://127.0.0.1:${mock.match[1]}`, port: mock.match[1] };
 }
 
 /** Resolves when `child` has exited, with how; at once if it already has. */

@@ -21,10 +21,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describeExit, exitOf, freePort, hasWrk, LUA, median, memKb, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { describeExit, exitOf, freePort, hasWrk, LUA, median, memKb, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
-const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const LIMIT_MB = Number(process.env.BENCH_PROXY_MEMORY_MB ?? 100);
 /**
  * Extra NODE_OPTIONS for the constrained sidecar; none by default. Both sidecars start through the gov
@@ -132,9 +131,7 @@ export default async function run() {
   const children = [];
   let sampler;
   try {
-    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
-    children.push(mock.child);
-    const mockUrl = `http://127.0.0.1:${mock.match[1]}`;
+    const mockUrl = (await startMock(children)).url;
 
     const ports = { cApi: await freePort(), cProxy: await freePort(), uApi: await freePort(), uProxy: await freePort() };
     let limited;

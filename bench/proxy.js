@@ -27,10 +27,9 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMs, firstBytes, freePort, GUARD_WINDOW_CHARS, hasWrk, LUA, median, memKb, r3, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { cpuMs, firstBytes, freePort, GUARD_WINDOW_CHARS, hasWrk, LUA, median, memKb, r3, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
-const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const DURATION_S = Number(process.env.BENCH_PROXY_DURATION ?? 5);
 const ROUNDS = Number(process.env.BENCH_PROXY_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_PROXY_CONNECTIONS ?? 16);
@@ -140,9 +139,8 @@ export default async function run() {
   writeFileSync(script, LUA);
   const children = [];
   try {
-    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
-    children.push(mock.child);
-    const mockUrl = `http://127.0.0.1:${mock.match[1]}`;
+    const mock = await startMock(children);
+    const mockUrl = mock.url;
     const proxyPort = await freePort();
     const apiPort = await freePort();
     const spawned = performance.now();
@@ -171,7 +169,7 @@ export default async function run() {
     const bareUrl = `http://127.0.0.1:${barePort}/openai/v1/chat/completions`;
 
     const nginxBin = nginxBinary();
-    const nginx = nginxBin ? await startNginx(nginxBin, dir, mock.match[1]) : null;
+    const nginx = nginxBin ? await startNginx(nginxBin, dir, mock.port) : null;
     if (nginx) children.push(nginx.child);
     else console.error('bench proxy: nginx is not installed, no nginx reference (Debian: apt-get install -y nginx)');
     const portkey = PORTKEY_DIR ? await startPortkey(PORTKEY_DIR, mockUrl) : null;

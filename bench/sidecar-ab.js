@@ -20,9 +20,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMs, exitOf, freePort, hasWrk, LUA, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { cpuMs, exitOf, freePort, hasWrk, LUA, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
-const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 10);
 const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 8);
 const RATE = Number(process.env.BENCH_AB_RATE ?? 500);
@@ -50,9 +49,7 @@ async function main() {
   writeFileSync(script, LUA);
   const children = [];
   try {
-    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
-    children.push(mock.child);
-    const mockUrl = `http://127.0.0.1:${mock.match[1]}`;
+    const mockUrl = (await startMock(children)).url;
     const sides = [];
     for (const [name, root, extra] of [['A', rootA, process.env.BENCH_AB_ENV_A], ['B', rootB, process.env.BENCH_AB_ENV_B]]) {
       const proxyPort = await freePort();

@@ -10,10 +10,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitOf, freePort, hasWrk, LUA, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { exitOf, freePort, hasWrk, LUA, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
-const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const HOOK = new URL('./fixtures/heap-sampling-hook.mjs', import.meta.url).href;
 const SECONDS = Number(process.env.BENCH_SIDECAR_ALLOC_S ?? 8);
 const TOP = 12;
@@ -54,11 +53,10 @@ export default async function run() {
   const children = [];
   try {
     mkdirSync(control);
-    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
-    children.push(mock.child);
+    const mockUrl = (await startMock(children)).url;
     const apiPort = await freePort();
     const proxyPort = await freePort();
-    const env = { ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl: `http://127.0.0.1:${mock.match[1]}`, apiPort, proxyPort }), BENCH_HEAP_DIR: control, GOV_SIDECAR_HEAP_MB: '256' };
+    const env = { ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }), BENCH_HEAP_DIR: control, GOV_SIDECAR_HEAP_MB: '256' };
     const sidecar = await startProcess(['--import', HOOK, CLI, 'sidecar'], env, /gov sidecar proxy listening on (\S+)/, { children });
     await waitHealthy(apiPort, sidecar.child);
     const url = `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`;

@@ -8,10 +8,9 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMs, exitOf, freePort, hasWrk, LUA, memKb, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { cpuMs, exitOf, freePort, hasWrk, LUA, memKb, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
-const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const SECONDS = Number(process.env.BENCH_SIDECAR_MEMORY_S ?? 30);
 const mb = (kb) => Math.round(kb / 102.4) / 10;
 
@@ -26,12 +25,11 @@ export default async function run() {
   const children = [];
   let sampler;
   try {
-    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
-    children.push(mock.child);
+    const mockUrl = (await startMock(children)).url;
     const apiPort = await freePort();
     const proxyPort = await freePort();
     const ledger = join(dir, 'ledger');
-    const sidecar = await startProcess([CLI, 'sidecar'], sidecarEnv({ db: ledger, mockUrl: `http://127.0.0.1:${mock.match[1]}`, apiPort, proxyPort }), /gov sidecar proxy listening on (\S+)/, { children, program: true });
+    const sidecar = await startProcess([CLI, 'sidecar'], sidecarEnv({ db: ledger, mockUrl, apiPort, proxyPort }), /gov sidecar proxy listening on (\S+)/, { children, program: true });
     await waitHealthy(apiPort, sidecar.child);
     const pid = sidecar.child.pid;
     const idle = { hwm: memKb(pid, 'VmHWM'), anon: memKb(pid, 'RssAnon'), file: memKb(pid, 'RssFile') };

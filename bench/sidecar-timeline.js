@@ -16,9 +16,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitOf, freePort, hasWrk, LUA, sidecarEnv, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { exitOf, freePort, hasWrk, LUA, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
 
-const MOCK = fileURLToPath(new URL('./mock-openai.js', import.meta.url));
 const PROBE = fileURLToPath(new URL('./timeline-probe.cjs', import.meta.url));
 const ROUNDS = Number(process.env.BENCH_TIMELINE_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_TIMELINE_SECONDS ?? 8);
@@ -37,12 +36,11 @@ async function main() {
   writeFileSync(out, '');
   const children = [];
   try {
-    const mock = await startProcess([MOCK, '0'], {}, /mock-openai listening on (\d+)/);
-    children.push(mock.child);
+    const mockUrl = (await startMock(children)).url;
     const proxyPort = await freePort();
     const apiPort = await freePort();
     const env = {
-      ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl: `http://127.0.0.1:${mock.match[1]}`, apiPort, proxyPort }),
+      ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }),
       NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(PROBE)}`.trim(),
       GOV_TIMELINE_OUT: out,
     };
