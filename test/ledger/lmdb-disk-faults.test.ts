@@ -140,3 +140,20 @@ t.test('commit: a journal write that fails refuses that batch, leaves no torn fr
   t.teardown(() => again.close());
   t.same(await again.ledger.head(), { seq: 2, hash: r.next.hash });
 });
+
+t.test('commit: an apply on the write thread whose page write fails keeps its rows; the next apply writes them and the ledger goes on', needsShim, async (t) => {
+  if ('skip' in shim) return;
+  const dir = tempLedgerDir(t);
+  const run = await runChild(shim.so, 'journal-apply', dir);
+  if (!ranThrough(t, run)) return;
+  const r = run.report;
+  t.same(r.acked.map((a: { ok: boolean; seq: number }) => [a.ok, a.seq]), [[true, 1], [true, 2], [true, 3], [true, 4]], 'every row before and after the failed apply is acknowledged, in order');
+  t.equal(r.acked[2].prev_hash, r.acked[1].hash, 'the chain runs through the rows the failed apply held');
+  t.same(r.got, r.acked.map((a: { hash: string }) => a.hash), 'each row reads back');
+  t.match(r.verify, { valid: true, rows_checked: 4 });
+  t.equal(r.journalAfterClose, 0, 'LMDB took every row by the close, and the journal was emptied');
+  const again = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => again.close());
+  t.same(await again.ledger.head(), { seq: 4, hash: r.acked[3].hash });
+  t.same((await again.ledger.verify()).valid, true);
+});
