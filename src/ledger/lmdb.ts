@@ -86,21 +86,6 @@ const DEFAULT_REMAP_AFTER_BYTES = 2 << 20;
 const JOURNAL_APPLY_MS = 50;
 const JOURNAL_APPLY_ROWS = 256;
 /**
- * The timer's and the row bound's applies run on lmdb-js's write thread (applyInBackground): this thread only
- * encodes the puts, ~3.5 µs a row against ~18 µs for the same transaction run here (docs/performance.md,
- * "Session 28"). The journal is emptied when such an apply finds no frame written after it began; under steady
- * load one always is, so once the journal holds this much the next apply runs on this thread, where nothing can
- * come between it and the reset.
- */
-const JOURNAL_RESET_BYTES = 4 << 20;
-/**
- * Rows acknowledged from the journal while an apply is in flight, past which new batches wait for it. Under
- * load an apply takes a few ms and a few rows come meanwhile; this many means the write thread fell behind, or
- * that the caller appends in a tight loop of microtasks, where the loop never turns to hear that the apply
- * committed: waiting lets it turn.
- */
-const MAX_UNAPPLIED_ROWS = 4 * JOURNAL_APPLY_ROWS;
-/**
  * Derived indexes (envelope id → seq, pre-check → post-check, agent stats) trail the rows: a batch commits its
  * rows and the head record, and the index entries of committed rows are written with a later batch, once
  * INDEX_BATCH_ROWS rows wait or the oldest has waited INDEX_MAX_DELAY_MS (a timer writes them when no batch
@@ -277,27 +262,6 @@ const ASCII = /^[\x00-\x7f]*$/;
  * rejected with the cause, that nothing else observes: left alone, Node ends the process on an unhandled
  * rejection. Marks it handled (the write's own rejection carries the failure).
  */
-/** The head record once `rows` (in seq order) are stored. */
-function headAfter(rows: readonly PendingRow[]): MetaHead {
-  const last = rows[rows.length - 1].built;
-  return { seq: last.seq, hash: last.row.hash };
-}
-
-/** Why the journal's rows could not go into LMDB: `err`, or (null) their first seq was already stored. */
-function applyError(rows: readonly PendingRow[], err: unknown): LedgerUnavailableError {
-  if (err === null) return new LedgerUnavailableError(`seq ${rows[0].built.seq} is already stored: is another process writing this ledger? Its journal is kept for the operator`);
-  return new LedgerUnavailableError('ledger rows in the journal could not be written to LMDB', { cause: err });
-}
-
-/** Empties a journal whose rows LMDB holds. */
-function resetJournal(journal: RowJournal): void {
-  try {
-    journal.reset();
-  } catch {
-    // The journal keeps rows LMDB now holds too; the next open skips every row it already has.
-  }
-}
-
 function observeCommitError(err: unknown): void {
   const commitError = (err as { commitError?: unknown } | null)?.commitError;
   if (commitError instanceof Promise) commitError.catch(() => undefined);
@@ -382,11 +346,9 @@ class LmdbLedger implements Ledger {
   private applyTimer: NodeJS.Timeout | null = null;
   /** Why the journal's rows could not go into LMDB; no row is acknowledged until they do. */
   private applyFailure: LedgerUnavailableError | null = null;
-  /** An apply of the journal's rows on lmdb-js's write thread (applyInBackground); at most one at a time. */
-  private applying: Promise<void> | null = null;
   private readonly onApplyTimer = () => {
     this.applyTimer = null;
-    this.applyInBackground();
+    this.applyJournal();
   };
 
   constructor(
@@ -426,7 +388,7 @@ class LmdbLedger implements Ledger {
 
   async hashAt(seq: number): Promise<string | null> {
     if (this.h.whenOpen()) await this.h.whenOpen();
-    await this.applied();
+    this.applied();
     const value = this.h.rowsRaw.get(seq);
     return value === undefined ? null : storedRowHash(value);
   }
@@ -553,14 +515,7 @@ class LmdbLedger implements Ledger {
     this.lastFlushAt = performance.now();
     if (this.writing || this.queue.length === 0) return;
     // Here rather than on a timer only: a caller appending in a tight loop of microtasks never yields to one.
-    if (this.unapplied.length >= JOURNAL_APPLY_ROWS) this.applyInBackground();
-    if (this.applying !== null && this.unapplied.length >= MAX_UNAPPLIED_ROWS) {
-      // LMDB has fallen behind the journal: new batches wait for the apply in flight (backpressure), rather than
-      // hold ever more acknowledged rows in memory.
-      this.writing = true;
-      void this.applying.then(this.resumeAfterApply);
-      return;
-    }
+    if (this.unapplied.length >= JOURNAL_APPLY_ROWS) this.applyJournal();
     if (this.remapDue()) {
       // The reopen lets go of the map's pages; the journal's rows go in first, so that nothing waits on them.
       this.applyJournal();
@@ -585,7 +540,8 @@ class LmdbLedger implements Ledger {
 
     // With a journal, index entries go into LMDB with the rows they index (applyJournal), never before them.
     const index = this.journal === null && this.indexDue(batch.length) ? this.indexWrite(this.unindexed.concat(batch.map(entryOf))) : null;
-    const head = headAfter(batch);
+    const last = batch[batch.length - 1].built;
+    const head: MetaHead = { seq: last.seq, hash: last.row.hash };
 
     // An urgent row's caller vouches that nothing else waits on this thread, so only the disk's speed
     // decides; it may have waited for a busy batch, and syncs on this thread all the same.
@@ -730,99 +686,43 @@ class LmdbLedger implements Ledger {
    * is for the operator, and the ledger refuses rows from then on.
    */
   private applyJournal(): void {
-    if (this.journal === null || this.unapplied.length === 0 || this.applying !== null || this.h.whenOpen() !== null) return;
-    this.cancelApplyTimer();
+    if (this.journal === null || this.unapplied.length === 0 || this.h.whenOpen() !== null) return;
+    if (this.applyTimer !== null) {
+      clearTimeout(this.applyTimer);
+      this.applyTimer = null;
+    }
     const rows = this.unapplied;
-    const head = headAfter(rows);
+    const last = rows[rows.length - 1].built;
+    const head: MetaHead = { seq: last.seq, hash: last.row.hash };
     const index = this.indexDue(0) ? this.indexWrite(this.unindexed) : null;
     let stored: boolean;
     try {
       stored = this.putBatchNow(rows, index, head);
     } catch (err) {
       observeCommitError(err);
-      this.applyFailure = applyError(rows, err);
+      this.applyFailure = new LedgerUnavailableError('ledger rows in the journal could not be written to LMDB', { cause: err });
       return;
     }
     if (!stored) {
-      this.applyFailure = applyError(rows, null);
+      this.applyFailure = new LedgerUnavailableError(`seq ${rows[0].built.seq} is already stored: is another process writing this ledger? Its journal is kept for the operator`);
       return;
     }
     this.unapplied = [];
     this.applyFailure = null;
     if (index !== null) this.settleIndex(index);
     this.builder.release(Math.min(this.acknowledgedSeq, head.seq));
-    resetJournal(this.journal);
-  }
-
-  /**
-   * The timer's and the row bound's apply: the journal's rows into LMDB on lmdb-js's write thread, with the
-   * head record (and the index entries, when due), as applyJournal does on this thread. Meanwhile the rows stay
-   * readable (every read waits for the apply: applied()), and no other write of rows, index entries or a reopen
-   * starts until it settles (applyJournal, indexIdle, remapDue and close wait for it), so nothing comes between
-   * it and the rows before it. A journal grown past JOURNAL_RESET_BYTES is applied on this thread instead, which
-   * empties it. A failure puts the rows back, as applyJournal's keeps them.
-   */
-  private applyInBackground(): void {
-    const journal = this.journal;
-    if (journal === null || this.unapplied.length === 0 || this.applying !== null || this.applyFailure !== null || this.h.whenOpen() !== null) return;
-    if (journal.bytes >= JOURNAL_RESET_BYTES) return this.applyJournal();
-    this.cancelApplyTimer();
-    const rows = this.unapplied;
-    const head = headAfter(rows);
-    // The entries leave `unindexed` now: those of rows acknowledged while the apply runs wait for a later write.
-    const entries = this.indexDue(0) ? this.unindexed : null;
-    const since = this.unindexedSince;
-    if (entries !== null) this.unindexed = [];
-    const index = entries === null ? null : this.indexWrite(entries);
-    const journalBytes = journal.bytes;
-    this.unapplied = [];
-    const settle = (stored: boolean, err: unknown): void => {
-      this.applying = null;
-      if (stored) {
-        this.applyFailure = null;
-        if (index !== null) this.settleIndexEntries(index);
-        this.builder.release(Math.min(this.acknowledgedSeq, head.seq));
-        // No frame came after the apply began: LMDB holds every row the journal does.
-        if (journal.bytes === journalBytes) resetJournal(journal);
-      } else {
-        this.unapplied = rows.concat(this.unapplied);
-        if (entries !== null) {
-          this.unindexed = entries.concat(this.unindexed);
-          this.unindexedSince = since;
-        }
-        this.applyFailure = applyError(rows, err);
-      }
-      if (this.unapplied.length > 0 && this.applyTimer === null && this.journalApplyMs !== Infinity) this.applyTimer = setTimeout(this.onApplyTimer, this.journalApplyMs);
-    };
-    let written: Promise<boolean>;
     try {
-      written = this.writeBatch(rows, index, head);
-    } catch (err) {
-      observeCommitError(err);
-      return settle(false, err);
+      this.journal.reset();
+    } catch {
+      // The journal keeps rows LMDB now holds too; the next open skips every row it already has.
     }
-    this.applying = written.then(
-      (stored) => settle(stored, null),
-      (err: unknown) => {
-        observeCommitError(err);
-        // As for a batch: a commit reported failed may still be stored (head record and rows go together).
-        settle(this.isStored(head), err);
-      },
-    );
-  }
-
-  private cancelApplyTimer(): void {
-    if (this.applyTimer === null) return;
-    clearTimeout(this.applyTimer);
-    this.applyTimer = null;
   }
 
   /**
    * Before anything reads rows, the head record or the indexes from LMDB: the journal's rows go in first.
    * Throws when they cannot.
    */
-  private async applied(): Promise<void> {
-    while (this.applying !== null) await this.applying;
+  private applied(): void {
     if (this.unapplied.length === 0) return;
     this.applyJournal();
     if (this.unapplied.length > 0) throw this.applyFailure ?? new LedgerUnavailableError('ledger rows in the journal are not in LMDB yet');
@@ -921,22 +821,17 @@ class LmdbLedger implements Ledger {
     this.indexTimer.unref();
   }
 
-  /** The index entries of `index.rows`, every one waiting, are committed: the database answers for them from now on. */
+  /** The index entries of `index.rows` are committed: the database answers for them from now on. */
   private settleIndex(index: IndexWrite): void {
-    this.settleIndexEntries(index);
-    this.unindexed = [];
-    if (this.indexTimer !== null) {
-      clearTimeout(this.indexTimer);
-      this.indexTimer = null;
-    }
-  }
-
-  /** The index entries of `index.rows` are committed (others may wait still: applyInBackground). */
-  private settleIndexEntries(index: IndexWrite): void {
     for (const [agentId, s] of index.statsWrites) this.indexedStats.set(agentId, s);
     for (const p of index.rows) {
       if (this.unindexedEnvelopes.get(p.envelopeId) === p.seq) this.unindexedEnvelopes.delete(p.envelopeId);
       if (p.postCheckParent !== null && this.unindexedPostChecks.get(p.postCheckParent) === p.envelopeId) this.unindexedPostChecks.delete(p.postCheckParent);
+    }
+    this.unindexed = [];
+    if (this.indexTimer !== null) {
+      clearTimeout(this.indexTimer);
+      this.indexTimer = null;
     }
   }
 
@@ -947,10 +842,6 @@ class LmdbLedger implements Ledger {
    */
   private indexIdle(): void {
     if (this.unindexed.length === 0) return;
-    if (this.applying !== null) {
-      if (!this.closing) this.armIndexTimer();
-      return;
-    }
     // Index entries never go into LMDB before the rows they index.
     if (this.unapplied.length > 0) {
       this.applyJournal();
@@ -1041,7 +932,7 @@ class LmdbLedger implements Ledger {
    * microtasks never yields to one.
    */
   private remapDue(): boolean {
-    return this.bytesSinceRemap >= this.remapAfterBytes && !this.closing && this.unsynced.size === 0 && this.verifying.size === 0 && this.applying === null && this.h.idle;
+    return this.bytesSinceRemap >= this.remapAfterBytes && !this.closing && this.unsynced.size === 0 && this.verifying.size === 0 && this.h.idle;
   }
 
   private remap(): void {
@@ -1052,12 +943,6 @@ class LmdbLedger implements Ledger {
       (err: unknown) => this.resumeAfterRemap(err),
     );
   }
-
-  private readonly resumeAfterApply = (): void => {
-    this.writing = false;
-    if (this.queue.length > 0) this.flush();
-    this.waiters.notifyIfIdle();
-  };
 
   private resumeAfterRemap(err: unknown): void {
     this.writing = false;
@@ -1119,7 +1004,7 @@ class LmdbLedger implements Ledger {
     if (this.h.whenOpen()) await this.h.whenOpen();
     const seq = this.seqOf(envelopeId);
     if (seq === undefined) return null;
-    await this.applied();
+    this.applied();
     const bytes = this.h.rows.get(seq);
     if (!bytes) throw new LedgerIntegrityError(`envelope ${envelopeId} is indexed at seq ${seq}, which is missing`, seq);
     const row = readRowWithPayload(bytes, this.payloadKey, seq);
@@ -1135,7 +1020,7 @@ class LmdbLedger implements Ledger {
 
   async listRows(plan: ListPlan): Promise<ListedRow[]> {
     if (this.h.whenOpen()) await this.h.whenOpen();
-    await this.applied();
+    this.applied();
     const top = Math.min(ownBelow(plan) - 1, this.committedHead.seq);
     if (top < 1) return [];
     const range = this.h.rowsRaw.getRange({ start: top, reverse: true });
@@ -1219,7 +1104,7 @@ class LmdbLedger implements Ledger {
   }
 
   private async verifySnapshot(): Promise<ChainVerifyResponse> {
-    await this.applied();
+    this.applied();
     // One read snapshot for the rows and the head record committed with them.
     let txn: Transaction;
     try {
@@ -1341,7 +1226,7 @@ class LmdbLedger implements Ledger {
       const { env, rows } = this.h;
       const seq = this.seqOf(envelopeId);
       if (seq === undefined) return false;
-      await this.applied();
+      this.applied();
       const erased = await env
         .childTransaction(() => {
           const bytes = rows.get(seq);
@@ -1361,7 +1246,7 @@ class LmdbLedger implements Ledger {
 
   async readRows(afterSeq: number, limit: number): Promise<StoredRow[]> {
     if (this.h.whenOpen()) await this.h.whenOpen();
-    await this.applied();
+    this.applied();
     const out: StoredRow[] = [];
     const end = this.acknowledgedSeq + 1;
     if (afterSeq + 1 >= end || limit <= 0) return out;
@@ -1382,7 +1267,6 @@ class LmdbLedger implements Ledger {
         if (this.indexTimer !== null) clearTimeout(this.indexTimer);
         this.indexTimer = null;
         // Rows LMDB could not take stay in the journal, and the next open writes them in.
-        while (this.applying !== null) await this.applying;
         this.applyJournal();
         if (this.applyTimer !== null) clearTimeout(this.applyTimer);
         this.applyTimer = null;

@@ -159,11 +159,6 @@ export class RowJournal {
     this.size += total;
   }
 
-  /** Bytes of whole frames in the journal: what an apply compares to tell whether frames came after it began. */
-  get bytes(): number {
-    return this.size;
-  }
-
   /** Empties the journal once LMDB holds every row in it. */
   reset(): void {
     ftruncateSync(this.fd, 0);

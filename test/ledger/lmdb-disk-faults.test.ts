@@ -141,7 +141,7 @@ t.test('commit: a journal write that fails refuses that batch, leaves no torn fr
   t.same(await again.ledger.head(), { seq: 2, hash: r.next.hash });
 });
 
-t.test('commit: an apply on the write thread whose page write fails keeps its rows; the next apply writes them and the ledger goes on', needsShim, async (t) => {
+t.test('commit: the timer\'s apply whose page write fails keeps its rows; the next apply writes them and the ledger goes on', needsShim, async (t) => {
   if ('skip' in shim) return;
   const dir = tempLedgerDir(t);
   const run = await runChild(shim.so, 'journal-apply', dir);
