@@ -59,14 +59,23 @@ export const DEFAULT_OLD_GENERATION_MB = 64;
 const MIN_OLD_GENERATION_MB = 64;
 const MAX_OLD_GENERATION_MB = 2048;
 /**
- * V8 flags the sidecar sets for itself before its servers load (applySidecarV8Flags). undici parses the
- * upstream's answers with llhttp compiled to WebAssembly, and at the first burst of calls V8 recompiled that
- * parser with its optimising tier on a background thread: ~35 MB of compiler memory for ~0.1 s, the sidecar's
- * peak RSS (docs/performance.md, "Session 15"). Liftoff, the baseline tier, compiles it in a fraction of that;
- * CPU per call measured the same within noise. WebAssembly flags are read when a module compiles, so setting
- * them at run time works, and no NODE_OPTIONS are needed.
+ * V8 flags the sidecar sets for itself before its servers load (applySidecarV8Flags); V8 reads both where
+ * they act, after start-up, so no NODE_OPTIONS are needed.
+ *
+ * `--liftoff-only`: undici parses the upstream's answers with llhttp compiled to WebAssembly, and at the first
+ * burst of calls V8 recompiled that parser with its optimising tier on a background thread: ~35 MB of compiler
+ * memory for ~0.1 s, the sidecar's peak RSS (docs/performance.md, "Session 15"). Liftoff, the baseline tier,
+ * compiles it in a fraction of that; CPU per call measured the same within noise.
+ *
+ * `--no-allocation-site-pretenuring`: a call's objects live for a millisecond, but those that happen to be
+ * alive when a scavenge runs (in the 3 MB young generation, every ~16 calls) survive it, and V8 then decided
+ * to allocate some of their sites straight in the old generation. Those objects die at once there, where only
+ * a full collection finds them, and until then a scavenge counts the young objects they point to as alive and
+ * promotes them too. Which sites tipped varied from run to run: 59-109 KB promoted a scavenge at 500 req/s
+ * with it, 33 KB in every run without; 1-2 full collections in 8 s instead of 3-6, peak RSS 2.4-4.7 MB lower,
+ * CPU a call 5-8 % lower at 500 req/s (docs/performance.md, "Session 29").
  */
-export const SIDECAR_V8_FLAGS: readonly string[] = ['--liftoff-only'];
+export const SIDECAR_V8_FLAGS: readonly string[] = ['--liftoff-only', '--no-allocation-site-pretenuring'];
 
 export function applySidecarV8Flags(): void {
   for (const flag of SIDECAR_V8_FLAGS) setFlagsFromString(flag);

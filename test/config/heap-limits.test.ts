@@ -107,3 +107,28 @@ w.once('message', (m) => { process.stdout.write(JSON.stringify(m)); w.terminate(
   t.equal(without.code, 0, without.stderr);
   t.same(JSON.parse(without.stdout), { liftoff: false, turbofan: true }, 'the control: V8 tiers the function up by default');
 });
+
+// A call's objects that a scavenge happens to find alive made V8 allocate their sites in the old generation,
+// where they died and dragged young objects along (docs/performance.md, session 29). After
+// applySidecarV8Flags() a site whose objects all survive still allocates in the young generation; without it,
+// V8 moves that site to the old one.
+t.test('the sidecar allocates every site in the young generation, however much of it survives', async (t) => {
+  const heapLimitsUrl = pathToFileURL(join(ROOT, 'dist', 'config', 'heap-limits.js')).href;
+  const script = (apply: boolean) => `
+import { applySidecarV8Flags } from ${JSON.stringify(heapLimitsUrl)};
+if (${apply}) applySidecarV8Flags();
+function make(i) { return { id: i, tags: [i, i + 1], meta: { n: i } }; }
+const kept = [];
+for (let round = 0; round < 40; round++) {
+  for (let i = 0; i < 20000; i++) kept.push(make(i));
+  await new Promise((r) => setImmediate(r));
+}
+process.stdout.write(JSON.stringify({ young: %InYoungGeneration(make(0)), kept: kept.length }));`;
+  const nodeArgs = ['--allow-natives-syntax', '--max-semi-space-size=1'];
+  const withFlags = await runModuleScript(script(true), { nodeArgs });
+  t.equal(withFlags.code, 0, withFlags.stderr);
+  t.same(JSON.parse(withFlags.stdout), { young: true, kept: 800000 });
+  const without = await runModuleScript(script(false), { nodeArgs });
+  t.equal(without.code, 0, without.stderr);
+  t.same(JSON.parse(without.stdout), { young: false, kept: 800000 }, 'the control: V8 pretenures the site by default');
+});
