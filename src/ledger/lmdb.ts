@@ -166,8 +166,14 @@ function indexEntryOf(seq: number, r: Pick<AuditRow, 'envelope_id' | 'agent_id' 
   };
 }
 
+/** A new object, not the BuiltRow itself: the journal's rows wait for LMDB without their AuditRow. */
 function journalRowOf(p: PendingRow): JournalRow {
   return { seq: p.built.seq, bytes: p.built.bytes };
+}
+
+/** A pending row's stored form: a BuiltRow is a JournalRow (seq and bytes) and more. */
+function builtOf(p: PendingRow): JournalRow {
+  return p.built;
 }
 
 function entryOf(p: PendingRow): IndexEntry {
@@ -341,8 +347,15 @@ class LmdbLedger implements Ledger {
   private readonly verifying = new Set<Promise<unknown>>();
   /** Row bytes put since the environment was last (re)opened (DEFAULT_REMAP_AFTER_BYTES). */
   private bytesSinceRemap = 0;
-  /** `commit` durability: acknowledged rows in the journal that LMDB does not hold yet, in seq order. */
-  private unapplied: PendingRow[] = [];
+  /**
+   * `commit` durability: acknowledged rows in the journal that LMDB does not hold yet, in seq order. Only
+   * their seq and bytes: they wait ~50 ms, past a scavenge or two, and what a pending row holds besides (its
+   * AuditRow, hashes as text, the caller's promise) would be promoted with them (docs/performance.md,
+   * "Session 29").
+   */
+  private unapplied: JournalRow[] = [];
+  /** The head record after the last of `unapplied`. */
+  private unappliedHead: MetaHead | null = null;
   private applyTimer: NodeJS.Timeout | null = null;
   /** Why the journal's rows could not go into LMDB; no row is acknowledged until they do. */
   private applyFailure: LedgerUnavailableError | null = null;
@@ -631,7 +644,7 @@ class LmdbLedger implements Ledger {
     let stored: boolean;
     const started = performance.now();
     try {
-      stored = this.putBatchNow(batch, index, head);
+      stored = this.putBatchNow(batch.map(builtOf), index, head);
     } catch (err) {
       // A failed sync stalled the loop as long as a slow one: it counts towards the backoff.
       if (this.durability === 'fsync') this.timeLoopSync(started);
@@ -663,13 +676,15 @@ class LmdbLedger implements Ledger {
   private journalBatch(journal: RowJournal, batch: PendingRow[], head: MetaHead): void {
     if (this.applyFailure !== null) this.applyJournal();
     if (this.applyFailure !== null) return this.failBatch(batch, this.applyFailure);
+    const rows = batch.map(journalRowOf);
     try {
-      journal.append(batch.map(journalRowOf));
+      journal.append(rows);
     } catch (err) {
       return this.failBatch(batch, err);
     }
     this.lastFlushAt = performance.now();
-    for (const p of batch) this.unapplied.push(p);
+    for (const r of rows) this.unapplied.push(r);
+    this.unappliedHead = head;
     this.markUnindexed(batch);
     this.committedHead = head;
     this.writing = false;
@@ -686,14 +701,13 @@ class LmdbLedger implements Ledger {
    * is for the operator, and the ledger refuses rows from then on.
    */
   private applyJournal(): void {
-    if (this.journal === null || this.unapplied.length === 0 || this.h.whenOpen() !== null) return;
+    const head = this.unappliedHead;
+    if (this.journal === null || this.unapplied.length === 0 || head === null || this.h.whenOpen() !== null) return;
     if (this.applyTimer !== null) {
       clearTimeout(this.applyTimer);
       this.applyTimer = null;
     }
     const rows = this.unapplied;
-    const last = rows[rows.length - 1].built;
-    const head: MetaHead = { seq: last.seq, hash: last.row.hash };
     const index = this.indexDue(0) ? this.indexWrite(this.unindexed) : null;
     let stored: boolean;
     try {
@@ -704,10 +718,11 @@ class LmdbLedger implements Ledger {
       return;
     }
     if (!stored) {
-      this.applyFailure = new LedgerUnavailableError(`seq ${rows[0].built.seq} is already stored: is another process writing this ledger? Its journal is kept for the operator`);
+      this.applyFailure = new LedgerUnavailableError(`seq ${rows[0].seq} is already stored: is another process writing this ledger? Its journal is kept for the operator`);
       return;
     }
-    this.unapplied = [];
+    // Emptied, not replaced: a dropped array left in the old generation would keep its rows alive through scavenges.
+    rows.length = 0;
     this.applyFailure = null;
     if (index !== null) this.settleIndex(index);
     this.builder.release(Math.min(this.acknowledgedSeq, head.seq));
@@ -872,26 +887,27 @@ class LmdbLedger implements Ledger {
    * transaction, and writes nothing if that seq is already stored (another writer: the batch fails).
    */
   private writeBatch(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): Promise<boolean> {
-    return this.h.rows.ifNoExists(batch[0].built.seq, () => this.putBatch(batch, index, head));
+    const rows = batch.map(builtOf);
+    return this.h.rows.ifNoExists(rows[0].seq, () => this.putBatch(rows, index, head));
   }
 
   /**
    * The batch in one transaction on this thread, as writeBatch does on the write thread: nothing is written,
    * and false returned, when its first seq is already stored (another writer).
    */
-  private putBatchNow(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): boolean {
+  private putBatchNow(rows: readonly JournalRow[], index: IndexWrite | null, head: MetaHead): boolean {
     return this.h.env.transactionSync(() => {
-      if (this.h.rows.doesExist(batch[0].built.seq)) return false;
-      this.putBatch(batch, index, head);
+      if (this.h.rows.doesExist(rows[0].seq)) return false;
+      this.putBatch(rows, index, head);
       return true;
     });
   }
 
   /** The batch's writes; inside a synchronous transaction lmdb-js applies each put at once. */
-  private putBatch(batch: PendingRow[], index: IndexWrite | null, head: MetaHead): void {
-    for (const p of batch) {
-      this.bytesSinceRemap += p.built.bytes.length;
-      void this.h.rows.put(p.built.seq, p.built.bytes);
+  private putBatch(rows: readonly JournalRow[], index: IndexWrite | null, head: MetaHead): void {
+    for (const r of rows) {
+      this.bytesSinceRemap += r.bytes.length;
+      void this.h.rows.put(r.seq, r.bytes);
     }
     void this.h.meta.put('head', head);
     if (index !== null) this.putIndex(index);
