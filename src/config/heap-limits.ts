@@ -73,7 +73,7 @@ const MAX_OLD_GENERATION_MB = 2048;
  * a full collection finds them, and until then a scavenge counts the young objects they point to as alive and
  * promotes them too. Which sites tipped varied from run to run: 59-109 KB promoted a scavenge at 500 req/s
  * with it, 33 KB in every run without; 1-2 full collections in 8 s instead of 3-6, peak RSS 2.4-4.7 MB lower,
- * CPU a call 5-8 % lower at 500 req/s (docs/performance.md, "Session 29").
+ * CPU a call 4.6-7.8 % lower at 500 req/s (docs/performance.md, "Session 29").
  */
 export const SIDECAR_V8_FLAGS: readonly string[] = ['--liftoff-only', '--no-allocation-site-pretenuring'];
 
