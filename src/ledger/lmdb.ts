@@ -354,8 +354,6 @@ class LmdbLedger implements Ledger {
    * "Session 29").
    */
   private unapplied: JournalRow[] = [];
-  /** The head record after the last of `unapplied`. */
-  private unappliedHead: MetaHead | null = null;
   private applyTimer: NodeJS.Timeout | null = null;
   /** Why the journal's rows could not go into LMDB; no row is acknowledged until they do. */
   private applyFailure: LedgerUnavailableError | null = null;
@@ -684,7 +682,6 @@ class LmdbLedger implements Ledger {
     }
     this.lastFlushAt = performance.now();
     for (const r of rows) this.unapplied.push(r);
-    this.unappliedHead = head;
     this.markUnindexed(batch);
     this.committedHead = head;
     this.writing = false;
@@ -701,13 +698,15 @@ class LmdbLedger implements Ledger {
    * is for the operator, and the ledger refuses rows from then on.
    */
   private applyJournal(): void {
-    const head = this.unappliedHead;
-    if (this.journal === null || this.unapplied.length === 0 || head === null || this.h.whenOpen() !== null) return;
+    if (this.journal === null || this.unapplied.length === 0 || this.h.whenOpen() !== null) return;
     if (this.applyTimer !== null) {
       clearTimeout(this.applyTimer);
       this.applyTimer = null;
     }
     const rows = this.unapplied;
+    const last = rows[rows.length - 1];
+    // The builder wrote these bytes: their hash is always there to read.
+    const head: MetaHead = { seq: last.seq, hash: storedRowHash(last.bytes)! };
     const index = this.indexDue(0) ? this.indexWrite(this.unindexed) : null;
     let stored: boolean;
     try {
