@@ -1,11 +1,13 @@
-// Shared by the proxy benchmarks (bench/proxy.js, bench/proxy-memory.js): child processes, wrk runs with a
-// Lua script whose histogram has microsecond resolution, streamed first-byte timing, /proc readings.
+// Shared by the proxy benchmarks (bench/proxy.js, bench/proxy-memory.js, bench/sidecar-timeline.js,
+// bench/sidecar-profile.js and others): child processes, the sidecar started with a probe, wrk runs with a Lua
+// script whose histogram has microsecond resolution, streamed first-byte timing, /proc readings.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, Agent } from 'node:http';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 
 /** The sidecar's default GOV_PROXY_GUARD_WINDOW_CHARS. */
 export const GUARD_WINDOW_CHARS = 128;
@@ -102,6 +104,26 @@ export function sidecarEnv({ db, mockUrl, apiPort, proxyPort }) {
     // be 429s that skip the checks, the upstream and the ledger. The shared harness turns them off the same way.
     RATE_LIMIT_ENABLED: 'false',
   };
+}
+
+/**
+ * Starts the bench mock and `<root>/dist/cli/main.js sidecar` in front of it, as the image's entrypoint starts
+ * it, with `probe` (a bench/*-probe.cjs) loaded through NODE_OPTIONS so that the build measured is the one
+ * shipped, its ledger in `dir` and `env` added. Resolves once /v1/health answers, with the sidecar's child
+ * process and the mock's chat completions URL through it.
+ */
+export async function startProbedSidecar({ root, dir, probe, env = {}, children }) {
+  const mockUrl = (await startMock(children)).url;
+  const proxyPort = await freePort();
+  const apiPort = await freePort();
+  const probed = {
+    ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }),
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(probe)}`.trim(),
+    ...env,
+  };
+  const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], probed, /gov sidecar proxy listening on (\S+)/, { program: true, children });
+  await waitHealthy(apiPort, s.child);
+  return { child: s.child, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions` };
 }
 
 /**

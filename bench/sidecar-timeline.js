@@ -16,7 +16,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitOf, freePort, hasWrk, LUA, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { exitOf, hasWrk, LUA, startProbedSidecar, wrk } from './proxy-harness.js';
 
 const PROBE = fileURLToPath(new URL('./timeline-probe.cjs', import.meta.url));
 const ROUNDS = Number(process.env.BENCH_TIMELINE_ROUNDS ?? 3);
@@ -36,21 +36,11 @@ async function main() {
   writeFileSync(out, '');
   const children = [];
   try {
-    const mockUrl = (await startMock(children)).url;
-    const proxyPort = await freePort();
-    const apiPort = await freePort();
-    const env = {
-      ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }),
-      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(PROBE)}`.trim(),
-      GOV_TIMELINE_OUT: out,
-    };
-    const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], env, /gov sidecar proxy listening on (\S+)/, { program: true, children });
-    await waitHealthy(apiPort, s.child);
-    const url = `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`;
+    const { child, url } = await startProbedSidecar({ root, dir, probe: PROBE, env: { GOV_TIMELINE_OUT: out }, children });
     let lines = 0;
     /** The probe's medians since the last read (it appends one line per SIGUSR2). */
     const read = async () => {
-      s.child.kill('SIGUSR2');
+      child.kill('SIGUSR2');
       for (let i = 0; i < 200; i++) {
         const all = readFileSync(out, 'utf8').split('\n').filter(Boolean);
         if (all.length > lines) return JSON.parse(all[(lines = all.length) - 1]);
