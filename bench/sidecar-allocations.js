@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exitOf, freePort, hasWrk, LUA, sidecarEnv, startMock, startProcess, waitHealthy, wrk } from './proxy-harness.js';
+import { frameNamer } from './source-frames.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const HOOK = new URL('./fixtures/heap-sampling-hook.mjs', import.meta.url).href;
@@ -28,10 +29,11 @@ async function waitFor(path, ms = 10_000) {
 /** Self bytes per function, a built-in's (no script) charged to the nearest caller that has one. */
 export function allocationSites(profile) {
   const sites = new Map();
+  const nameOf = frameNamer();
   let total = 0;
   const walk = (node, owner) => {
     const f = node.callFrame;
-    const here = f.url ? `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(dist|node_modules)\//, '$1/').replace(/^node:/, 'node:')}:${f.lineNumber + 1}` : null;
+    const here = f.url ? nameOf(f).fn : null;
     const name = here ?? owner ?? f.functionName;
     total += node.selfSize;
     sites.set(name, (sites.get(name) ?? 0) + node.selfSize);

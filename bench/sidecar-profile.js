@@ -20,11 +20,11 @@
 // the upstream write, runs inside it here; "Session 27") counts whole. V8's platform thread (concurrent GC and
 // the optimising compiler) is not in the profile. Needs wrk. Not part of `npm run bench`.
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exitOf, hasWrk, LUA, startProbedSidecar, wrk } from './proxy-harness.js';
+import { frameNamer } from './source-frames.js';
 
 const PROBE = fileURLToPath(new URL('./profile-probe.cjs', import.meta.url));
 const RATE = Number(process.env.BENCH_PROFILE_RATE ?? 500);
@@ -76,37 +76,6 @@ async function main() {
     rmSync(dir, { recursive: true, force: true });
   }
   report(summarise(profile), calls);
-}
-
-/** A frame's name and where it is: this repository's source file and line, a package, or Node's own module. */
-function frameNamer() {
-  const maps = new Map();
-  const mapOf = (url) => {
-    if (!url.startsWith('file://')) return null;
-    if (!maps.has(url)) {
-      const path = `${fileURLToPath(url)}.map`;
-      maps.set(url, existsSync(path) ? new SourceMap(JSON.parse(readFileSync(path, 'utf8'))) : null);
-    }
-    return maps.get(url);
-  };
-  return ({ functionName, url, lineNumber, columnNumber }) => {
-    const entry = mapOf(url)?.findEntry(lineNumber, columnNumber);
-    const source = entry?.originalSource;
-    // The bundle is minified: the map holds the function's own name.
-    const name = (source && entry.name) || functionName || '(anonymous)';
-    if (source) {
-      const file = source.replace(/^.*?\/(src|node_modules)\//, '$1/');
-      return { fn: `${name} ${file}:${entry.originalLine + 1}`, file: file.startsWith('node_modules/') ? packageOf(file) : file };
-    }
-    if (url === '') return { fn: name, file: /^\((garbage collector|idle|program|root)\)$/.test(name) ? name : '(native)' };
-    const file = url.startsWith('node:') ? url : url.replace(/^.*\/node_modules\//, 'node_modules/');
-    return { fn: `${name} ${file}`, file: file.startsWith('node_modules/') ? packageOf(file) : file };
-  };
-}
-
-function packageOf(file) {
-  const parts = file.split('/');
-  return parts.slice(0, parts[1].startsWith('@') ? 3 : 2).join('/');
 }
 
 /** Self and inclusive µs by function, and self µs by file, from a .cpuprofile. */
