@@ -10,7 +10,7 @@ if (OUT && process.env.GOV_SIDECAR_V8_SIZED !== 'query') install(OUT);
 
 function install(out) {
   const inspector = require('node:inspector');
-  const { writeFileSync } = require('node:fs');
+  const { renameSync, writeFileSync } = require('node:fs');
   const interval = Number(process.env.GOV_PROFILE_INTERVAL_US || 100);
   const session = new inspector.Session();
   session.connect();
@@ -23,7 +23,9 @@ function install(out) {
     }
     running = false;
     session.post('Profiler.stop', (err, result) => {
-      writeFileSync(out, err ? JSON.stringify({ error: err.message }) : JSON.stringify(result.profile));
+      // Written aside and renamed, so that the file appears whole.
+      writeFileSync(`${out}.part`, err ? JSON.stringify({ error: err.message }) : JSON.stringify(result.profile));
+      renameSync(`${out}.part`, out);
     });
   });
 }

@@ -64,8 +64,6 @@ async function main() {
     calls = Math.round(r.rps * SECONDS);
     for (let i = 0; i < 500 && !existsSync(out); i++) await new Promise((done) => setTimeout(done, 10));
     if (!existsSync(out)) throw new Error('the profile probe wrote nothing (is NODE_OPTIONS --require allowed here?)');
-    // The probe writes the file in one call, but it may still be writing when the file first appears.
-    await new Promise((done) => setTimeout(done, 200));
     profile = JSON.parse(readFileSync(out, 'utf8'));
     if (profile.error) throw new Error(`the profiler failed: ${profile.error}`);
     if (process.env.BENCH_PROFILE_OUT) copyFileSync(out, process.env.BENCH_PROFILE_OUT);
