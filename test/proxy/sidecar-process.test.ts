@@ -36,7 +36,13 @@ async function startSidecarProcess(env: Record<string, string>): Promise<Started
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code, signal) => {
+      // A crash (a signal) reads as code null: the output the assertions print says which.
+      out += `\n[exited: code ${code}, signal ${signal}]`;
+      resolve(code);
+    }),
+  );
   const apiUrl = `http://127.0.0.1:${apiPort}`;
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no listening line within 15 s: ${out}`)), 15_000);
