@@ -108,22 +108,19 @@ export function sidecarEnv({ db, mockUrl, apiPort, proxyPort }) {
 
 /**
  * Starts the bench mock and `<root>/dist/cli/main.js sidecar` in front of it, as the image's entrypoint starts
- * it, with `probe` (a bench/*-probe.cjs) loaded through NODE_OPTIONS so that the build measured is the one
- * shipped, its ledger in `dir` and `env` added. Resolves once /v1/health answers, with the sidecar's child
- * process and the mock's chat completions URL through it.
+ * it, with `probe` (a bench/*-probe.cjs, when given) loaded through NODE_OPTIONS so that the build measured is
+ * the one shipped, its ledger in `dir` and `env` added. Resolves once /v1/health answers, with the sidecar's
+ * child process, the mock's chat completions URL through it, and the proxy's and the mock's ports.
  */
 export async function startProbedSidecar({ root, dir, probe, env = {}, children }) {
   const mockUrl = (await startMock(children)).url;
   const proxyPort = await freePort();
   const apiPort = await freePort();
-  const probed = {
-    ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }),
-    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(probe)}`.trim(),
-    ...env,
-  };
+  const probed = { ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }), ...env };
+  if (probe !== undefined) probed.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(probe)}`.trim();
   const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], probed, /gov sidecar proxy listening on (\S+)/, { program: true, children });
   await waitHealthy(apiPort, s.child);
-  return { child: s.child, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions` };
+  return { child: s.child, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`, proxyPort, mockPort: Number(new URL(mockUrl).port) };
 }
 
 /**
