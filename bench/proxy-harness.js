@@ -116,8 +116,11 @@ export async function startProbedSidecar({ root, dir, probe, env = {}, children 
   const mockUrl = (await startMock(children)).url;
   const proxyPort = await freePort();
   const apiPort = await freePort();
-  const probed = { ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }), ...env };
-  if (probe !== undefined) probed.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(probe)}`.trim();
+  const probed = {
+    ...sidecarEnv({ db: join(dir, 'ledger'), mockUrl, apiPort, proxyPort }),
+    ...(probe === undefined ? {} : { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(probe)}`.trim() }),
+    ...env,
+  };
   const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], probed, /gov sidecar proxy listening on (\S+)/, { program: true, children });
   await waitHealthy(apiPort, s.child);
   return { child: s.child, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`, proxyPort, mockPort: Number(new URL(mockUrl).port) };
