@@ -3,7 +3,8 @@
 // script whose histogram has microsecond resolution, streamed first-byte timing, /proc readings.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { request as httpRequest, Agent } from 'node:http';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -124,6 +125,26 @@ export async function startProbedSidecar({ root, dir, probe, env = {}, children 
   const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], probed, /gov sidecar proxy listening on (\S+)/, { program: true, children });
   await waitHealthy(apiPort, s.child);
   return { child: s.child, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`, proxyPort, mockPort: Number(new URL(mockUrl).port) };
+}
+
+/**
+ * One run of a bench tool that drives a sidecar with wrk: a scratch directory named from `prefix`, holding the
+ * wrk script (`script`), and the list of processes the run starts (`children`). Both are cleaned up after
+ * `fn`, whatever it throws; resolves with what `fn` returns. Throws at once when wrk is missing.
+ */
+export async function withSidecarRun(prefix, fn) {
+  if (!hasWrk()) throw new Error('wrk is not installed (apt-get install wrk)');
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const script = join(dir, 'bench.lua');
+  writeFileSync(script, LUA);
+  const children = [];
+  try {
+    return await fn({ dir, script, children });
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    await Promise.all(children.map(exitOf));
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /**

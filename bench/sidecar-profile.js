@@ -19,11 +19,10 @@
 // Samples are wall time on the serving thread: a system call the thread was preempted in (the mock, woken by
 // the upstream write, runs inside it here; "Session 27") counts whole. V8's platform thread (concurrent GC and
 // the optimising compiler) is not in the profile. Needs wrk. Not part of `npm run bench`.
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitOf, hasWrk, LUA, startProbedSidecar, wrk } from './proxy-harness.js';
+import { startProbedSidecar, withSidecarRun, wrk } from './proxy-harness.js';
 import { frameNamer } from './source-frames.js';
 
 const PROBE = fileURLToPath(new URL('./profile-probe.cjs', import.meta.url));
@@ -45,15 +44,8 @@ async function main() {
     return report(summarise(JSON.parse(readFileSync(process.argv[2], 'utf8'))), calls);
   }
   const root = resolve(process.argv[2] ?? fileURLToPath(new URL('..', import.meta.url)));
-  if (!hasWrk()) throw new Error('wrk is not installed (apt-get install wrk)');
-  const dir = mkdtempSync(join(tmpdir(), 'gov-profile-'));
-  const script = join(dir, 'bench.lua');
-  const out = join(dir, 'sidecar.cpuprofile');
-  writeFileSync(script, LUA);
-  const children = [];
-  let profile;
-  let calls;
-  try {
+  const { profile, calls } = await withSidecarRun('gov-profile-', async ({ dir, script, children }) => {
+    const out = join(dir, 'sidecar.cpuprofile');
     const env = { GOV_PROFILE_OUT: out, GOV_PROFILE_INTERVAL_US: process.env.BENCH_PROFILE_INTERVAL_US ?? '100' };
     const { child, url } = await startProbedSidecar({ root, dir, probe: PROBE, env, children });
     for (let round = 0; round < WARMUP_ROUNDS; round++) for (const load of HARNESS_ROUND) await wrk(url, load, script);
@@ -61,18 +53,15 @@ async function main() {
     const r = await wrk(url, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE }, script);
     child.kill('SIGUSR2');
     if (r.non2xx > 0) throw new Error(`${r.non2xx} calls failed`);
-    calls = Math.round(r.rps * SECONDS);
+    const calls = Math.round(r.rps * SECONDS);
     for (let i = 0; i < 500 && !existsSync(out); i++) await new Promise((done) => setTimeout(done, 10));
     if (!existsSync(out)) throw new Error('the profile probe wrote nothing (is NODE_OPTIONS --require allowed here?)');
-    profile = JSON.parse(readFileSync(out, 'utf8'));
+    const profile = JSON.parse(readFileSync(out, 'utf8'));
     if (profile.error) throw new Error(`the profiler failed: ${profile.error}`);
     if (process.env.BENCH_PROFILE_OUT) copyFileSync(out, process.env.BENCH_PROFILE_OUT);
     console.log(`sidecar ${root}; ${RATE > 0 ? `${RATE} req/s` : 'closed loop'} over ${CONNECTIONS} connections, ${SECONDS} s, ${calls} calls; wrk p50 ${Math.round(r.p50 * 1000)} µs`);
-  } finally {
-    for (const c of children) c.kill('SIGTERM');
-    await Promise.all(children.map(exitOf));
-    rmSync(dir, { recursive: true, force: true });
-  }
+    return { profile, calls };
+  });
   report(summarise(profile), calls);
 }
 

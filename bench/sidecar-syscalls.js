@@ -14,11 +14,10 @@
 // part of `npm run bench`.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitOf, hasWrk, LUA, startProbedSidecar, wrk } from './proxy-harness.js';
+import { exitOf, startProbedSidecar, withSidecarRun, wrk } from './proxy-harness.js';
 
 const RATE = Number(process.env.BENCH_SYSCALLS_RATE ?? 500);
 const SECONDS = Number(process.env.BENCH_SYSCALLS_SECONDS ?? 8);
@@ -89,14 +88,9 @@ function countCalls(text, pid, kinds) {
 
 async function main() {
   const root = resolve(process.argv[2] ?? fileURLToPath(new URL('..', import.meta.url)));
-  if (!hasWrk()) throw new Error('wrk is not installed (apt-get install wrk)');
   if (!hasStrace()) throw new Error('strace is not installed (apt-get install strace)');
-  const dir = mkdtempSync(join(tmpdir(), 'gov-syscalls-'));
-  const script = join(dir, 'bench.lua');
-  const trace = join(dir, 'strace.txt');
-  writeFileSync(script, LUA);
-  const children = [];
-  try {
+  await withSidecarRun('gov-syscalls-', async ({ dir, script, children }) => {
+    const trace = join(dir, 'strace.txt');
     const { child, url, proxyPort, mockPort } = await startProbedSidecar({ root, dir, children });
     await wrk(url, { connections: 10, seconds: 3 }, script);
     await wrk(url, { connections: 32, seconds: 3, rate: RATE }, script);
@@ -125,11 +119,7 @@ async function main() {
       console.log(`${(n / calls).toFixed(2).padStart(8)}  ${thread.padEnd(8)} ${name.padEnd(16)} ${kind}`);
     }
     console.log(`${(total / calls).toFixed(2).padStart(8)}  serving  (all)`);
-  } finally {
-    for (const c of children) c.kill('SIGTERM');
-    await Promise.all(children.map(exitOf));
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 main().catch((e) => {

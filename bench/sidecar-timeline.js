@@ -12,11 +12,10 @@
 // finished; then the upstream write's own CPU and the share of those writes in which the sidecar was
 // preempted (the upstream, woken by the write, ran first on the sidecar's CPU). Only calls that had the
 // sidecar to themselves count. Needs wrk. Not part of `npm run bench`; docs/performance.md, "Session 27".
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitOf, hasWrk, LUA, startProbedSidecar, wrk } from './proxy-harness.js';
+import { startProbedSidecar, withSidecarRun, wrk } from './proxy-harness.js';
 
 const PROBE = fileURLToPath(new URL('./timeline-probe.cjs', import.meta.url));
 const ROUNDS = Number(process.env.BENCH_TIMELINE_ROUNDS ?? 3);
@@ -28,14 +27,9 @@ const LOADS = [
 
 async function main() {
   const root = resolve(process.argv[2] ?? fileURLToPath(new URL('..', import.meta.url)));
-  if (!hasWrk()) throw new Error('wrk is not installed (apt-get install wrk)');
-  const dir = mkdtempSync(join(tmpdir(), 'gov-timeline-'));
-  const script = join(dir, 'bench.lua');
-  const out = join(dir, 'timeline.jsonl');
-  writeFileSync(script, LUA);
-  writeFileSync(out, '');
-  const children = [];
-  try {
+  await withSidecarRun('gov-timeline-', async ({ dir, script, children }) => {
+    const out = join(dir, 'timeline.jsonl');
+    writeFileSync(out, '');
     const { child, url } = await startProbedSidecar({ root, dir, probe: PROBE, env: { GOV_TIMELINE_OUT: out }, children });
     let lines = 0;
     /** The probe's medians since the last read (it appends one line per SIGUSR2). */
@@ -63,11 +57,7 @@ async function main() {
         );
       }
     }
-  } finally {
-    for (const c of children) c.kill('SIGTERM');
-    await Promise.all(children.map(exitOf));
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 main().catch((e) => {
