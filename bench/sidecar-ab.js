@@ -6,9 +6,9 @@
 // start side by side, as the image's entrypoint starts them (`<root>/dist/cli/main.js sidecar`: the launcher
 // sizes V8 and execs node in its own pid), each with its own ledger, in front of one bench mock. After a warm-up
 // they are loaded in turn, A B then B A, BENCH_AB_ROUNDS times (default 10): BENCH_AB_SECONDS (8) at BENCH_AB_RATE
-// req/s (500, paced over 32 connections, the shared harness's fixed-rate load). Per round and side it prints the
-// p50, the p99 and the process's CPU per call (every thread, /proc); then the means and in how many rounds B was
-// lower. Rounds alternate because one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than
+// req/s (500, paced over BENCH_AB_CONNECTIONS connections, 32: the shared harness's fixed-rate load; 0 is a closed
+// loop, which the harness runs over 10). Per round and side it prints the p50, the p99, the process's CPU per call
+// (every thread, /proc) and req/s; then the means and in how many rounds B was lower. Rounds alternate because one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than
 // most changes do. Even so, two sidecars of one build drift apart by up to ~9 % over six rounds here (an A/A
 // run: the same root twice): run one first, and trust only a difference well beyond it. Run a comparison both ways
 // round (the probe as A, then as B): one probe measured −13.7 % as B and −0.7 % as A (docs/performance.md, "Session 27").
@@ -25,7 +25,7 @@ import { cpuMs, exitOf, freePort, hasWrk, LUA, sidecarEnv, startMock, startProce
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 10);
 const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 8);
 const RATE = Number(process.env.BENCH_AB_RATE ?? 500);
-const CONNECTIONS = 32;
+const CONNECTIONS = Number(process.env.BENCH_AB_CONNECTIONS ?? 32);
 
 /** "NAME=value NAME2=value" as an object. */
 export function envOf(spec) {
@@ -70,13 +70,13 @@ async function main() {
         const before = cpuMs(s.pid);
         const r = await wrk(s.url, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE }, script);
         if (r.non2xx > 0) throw new Error(`${s.name}: ${r.non2xx} calls failed in round ${round}`);
-        const row = { p50: r.p50 * 1000, p99: r.p99 * 1000, cpu: ((cpuMs(s.pid) - before) * 1000) / (r.rps * SECONDS) };
+        const row = { p50: r.p50 * 1000, p99: r.p99 * 1000, cpu: ((cpuMs(s.pid) - before) * 1000) / (r.rps * SECONDS), rps: r.rps };
         s.rounds.push(row);
-        console.log(`round ${round} ${s.name}  p50 ${row.p50.toFixed(0)}  p99 ${row.p99.toFixed(0)}  cpu ${row.cpu.toFixed(0)}`);
+        console.log(`round ${round} ${s.name}  p50 ${row.p50.toFixed(0)}  p99 ${row.p99.toFixed(0)}  cpu ${row.cpu.toFixed(0)}  req/s ${row.rps.toFixed(0)}`);
       }
     }
     const [a, b] = sides;
-    for (const k of ['p50', 'p99', 'cpu']) {
+    for (const k of ['p50', 'p99', 'cpu', 'rps']) {
       const ma = mean(a.rounds.map((r) => r[k]));
       const mb = mean(b.rounds.map((r) => r[k]));
       const lower = a.rounds.filter((r, i) => b.rounds[i][k] < r[k]).length;
