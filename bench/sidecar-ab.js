@@ -16,7 +16,12 @@
 // BENCH_AB_ENV_A / BENCH_AB_ENV_B: extra environment for one side, as "NAME=value NAME2=value" (no spaces in a
 // value): a setting to compare, or a sizing probe such as GOV_EMBED_DB=:memory:. Needs wrk. Not part of
 // `npm run bench`, which measures one build. docs/performance.md, "Session 26", has what it was used for.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+//
+// BENCH_AB_TOGGLE="flag,flag" (V8 flags without dashes, e.g. parallel-scavenge): one sidecar of <rootA> serves both
+// sides, A with the flags as they are and B with them turned off at run time between rounds
+// (bench/flag-toggle-probe.cjs). Only for flags V8 reads each time it acts; it takes the drift between two processes
+// out of the comparison (docs/performance.md, "Session 36").
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +30,8 @@ import { cpuMs, exitOf, freePort, hasWrk, LUA, sidecarEnv, startMock, startProce
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 10);
 const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 8);
 const RATE = Number(process.env.BENCH_AB_RATE ?? 500);
+const TOGGLE = process.env.BENCH_AB_TOGGLE ?? '';
+const TOGGLE_PROBE = fileURLToPath(new URL('./flag-toggle-probe.cjs', import.meta.url));
 const CONNECTIONS = Number(process.env.BENCH_AB_CONNECTIONS ?? 32);
 
 /** "NAME=value NAME2=value" as an object. */
@@ -42,7 +49,7 @@ const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 async function main() {
   const [rootA, rootB] = process.argv.slice(2).map((r) => resolve(r));
-  if (!rootA || !rootB) throw new Error('usage: node bench/sidecar-ab.js <rootA> <rootB>');
+  if (!rootA || (!rootB && TOGGLE === '')) throw new Error('usage: node bench/sidecar-ab.js <rootA> <rootB>, or BENCH_AB_TOGGLE=<flags> node bench/sidecar-ab.js <root>');
   if (!hasWrk()) throw new Error('wrk is not installed (apt-get install wrk)');
   const dir = mkdtempSync(join(tmpdir(), 'gov-ab-'));
   const script = join(dir, 'bench.lua');
@@ -51,22 +58,41 @@ async function main() {
   try {
     const mockUrl = (await startMock(children)).url;
     const sides = [];
-    for (const [name, root, extra] of [['A', rootA, process.env.BENCH_AB_ENV_A], ['B', rootB, process.env.BENCH_AB_ENV_B]]) {
+    const stateFile = join(dir, 'toggle-state');
+    const start = async (name, root, env) => {
       const proxyPort = await freePort();
       const apiPort = await freePort();
-      const env = { ...sidecarEnv({ db: join(dir, `ledger-${name}`), mockUrl, apiPort, proxyPort }), ...envOf(extra) };
-      const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], env, /gov sidecar proxy listening on (\S+)/, { program: true, children });
+      const s = await startProcess([join(root, 'dist/cli/main.js'), 'sidecar'], { ...sidecarEnv({ db: join(dir, `ledger-${name}`), mockUrl, apiPort, proxyPort }), ...env }, /gov sidecar proxy listening on (\S+)/, { program: true, children });
       await waitHealthy(apiPort, s.child);
-      sides.push({ name, root, pid: s.child.pid, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions`, rounds: [] });
+      return { pid: s.child.pid, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions` };
+    };
+    if (TOGGLE !== '') {
+      const one = await start('AB', rootA, { ...envOf(process.env.BENCH_AB_ENV_A), NODE_OPTIONS: `--require=${TOGGLE_PROBE}`, GOV_TOGGLE_FLAGS: TOGGLE, GOV_TOGGLE_STATE: stateFile });
+      sides.push({ name: 'A', root: rootA, ...one, flags: 'on', rounds: [] }, { name: 'B', root: rootA, ...one, flags: 'off', rounds: [] });
+    } else {
+      for (const [name, root, extra] of [['A', rootA, process.env.BENCH_AB_ENV_A], ['B', rootB, process.env.BENCH_AB_ENV_B]]) {
+        sides.push({ name, root, ...(await start(name, root, envOf(extra))), flags: null, rounds: [] });
+      }
     }
+    /** With BENCH_AB_TOGGLE, turns the flags to the side's setting and waits until the probe says it did. */
+    const settle = async (side) => {
+      if (side.flags === null || readFileSync(stateFile, 'utf8') === side.flags) return;
+      process.kill(side.pid, 'SIGUSR2');
+      for (let i = 0; readFileSync(stateFile, 'utf8') !== side.flags; i++) {
+        if (i > 500) throw new Error('the flag-toggle probe did not answer');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
     for (const s of sides) await wrk(s.url, { connections: 10, seconds: 3 }, script);
     console.log(`A ${rootA}${process.env.BENCH_AB_ENV_A ? ` (${process.env.BENCH_AB_ENV_A})` : ''}`);
-    console.log(`B ${rootB}${process.env.BENCH_AB_ENV_B ? ` (${process.env.BENCH_AB_ENV_B})` : ''}`);
+    if (TOGGLE !== '') console.log(`B the same process, V8 flags turned off: ${TOGGLE}`);
+    else console.log(`B ${rootB}${process.env.BENCH_AB_ENV_B ? ` (${process.env.BENCH_AB_ENV_B})` : ''}`);
     console.log(`${ROUNDS} rounds of ${SECONDS} s at ${RATE} req/s, ${CONNECTIONS} connections; p50 and p99 in µs, CPU in µs a call`);
     for (let round = 1; round <= ROUNDS; round++) {
       // A B, then B A: the side that goes second in a round runs right after the other one loaded the machine, and an
       // A/A run with A always first measured the second side 4 % slower, so the order alternates too.
       for (const s of round % 2 === 1 ? sides : [...sides].reverse()) {
+        await settle(s);
         const before = cpuMs(s.pid);
         const r = await wrk(s.url, { connections: CONNECTIONS, seconds: SECONDS, rate: RATE }, script);
         if (r.non2xx > 0) throw new Error(`${s.name}: ${r.non2xx} calls failed in round ${round}`);
