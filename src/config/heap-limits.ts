@@ -59,8 +59,8 @@ export const DEFAULT_OLD_GENERATION_MB = 64;
 const MIN_OLD_GENERATION_MB = 64;
 const MAX_OLD_GENERATION_MB = 2048;
 /**
- * V8 flags the sidecar sets for itself before its servers load (applySidecarV8Flags); V8 reads both where
- * they act, after start-up, so no NODE_OPTIONS are needed.
+ * V8 flags the sidecar sets for itself before its servers load (applySidecarV8Flags); V8 reads each where it
+ * acts, after start-up, so no NODE_OPTIONS are needed.
  *
  * `--liftoff-only`: undici parses the upstream's answers with llhttp compiled to WebAssembly, and at the first
  * burst of calls V8 recompiled that parser with its optimising tier on a background thread: ~35 MB of compiler
@@ -74,8 +74,15 @@ const MAX_OLD_GENERATION_MB = 2048;
  * promotes them too. Which sites tipped varied from run to run: 59-109 KB promoted a scavenge at 500 req/s
  * with it, 33 KB in every run without; 1-2 full collections in 8 s instead of 3-6, peak RSS 2.4-4.7 MB lower,
  * CPU a call 4.6-7.8 % lower at 500 req/s (docs/performance.md, "Session 29").
+ *
+ * `--no-parallel-scavenge`: with one V8 platform thread (SIDECAR_V8_POOL_SIZE), a scavenge hands part of its work
+ * to that thread and waits for it: a futex wake and a context switch, and where the scheduler puts a woken thread
+ * on the waker's vCPU (as session 34 traced a call's wake-ups on a 2-vCPU VM) no work done beside the main thread.
+ * Done by the main thread alone: closed-loop req/s +4.1 and +7.6 % (CPU a call −5.3 and −12.4 %) in two runs of ten
+ * alternating rounds in one process, and at 500 req/s the p50 −1.8 %, the p99 −10 % (docs/performance.md,
+ * "Session 36").
  */
-export const SIDECAR_V8_FLAGS: readonly string[] = ['--liftoff-only', '--no-allocation-site-pretenuring'];
+export const SIDECAR_V8_FLAGS: readonly string[] = ['--liftoff-only', '--no-allocation-site-pretenuring', '--no-parallel-scavenge'];
 
 export function applySidecarV8Flags(): void {
   for (const flag of SIDECAR_V8_FLAGS) setFlagsFromString(flag);

@@ -132,3 +132,22 @@ process.stdout.write(JSON.stringify({ young: %InYoungGeneration(make(0)), kept: 
   t.equal(without.code, 0, without.stderr);
   t.same(JSON.parse(without.stdout), { young: false, kept: 800000 }, 'the control: V8 pretenures the site by default');
 });
+
+// V8 reports a flag it does not know ("unrecognized flag") and goes on without it: a flag renamed or dropped in
+// a Node upgrade would silently take its tuning away (docs/proxy.md, "Memory in a pod"). Every flag the sidecar
+// sets must be one this Node's V8 takes.
+t.test('every V8 flag the sidecar sets is one this V8 knows', async (t) => {
+  const heapLimitsUrl = pathToFileURL(join(ROOT, 'dist', 'config', 'heap-limits.js')).href;
+  const script = (extra: string) => `
+import { setFlagsFromString } from 'node:v8';
+import { applySidecarV8Flags, SIDECAR_V8_FLAGS } from ${JSON.stringify(heapLimitsUrl)};
+applySidecarV8Flags();
+${extra}
+process.stdout.write('applied ' + SIDECAR_V8_FLAGS.length + '\\n');`;
+  const run = await runModuleScript(script(''));
+  t.equal(run.code, 0, run.stderr);
+  t.match(run.stdout, /^applied \d+\n$/, 'the script ran to its end');
+  t.notMatch(run.stdout + run.stderr, /unrecognized flag/);
+  const control = await runModuleScript(script(`setFlagsFromString('--no-such-v8-flag-gov');`));
+  t.match(control.stdout + control.stderr, /unrecognized flag --no-such-v8-flag-gov/, 'the control: V8 says so for a flag it does not know');
+});
