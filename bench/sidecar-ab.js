@@ -8,8 +8,8 @@
 // they are loaded in turn, A B then B A, BENCH_AB_ROUNDS times (default 10): BENCH_AB_SECONDS (8) at BENCH_AB_RATE
 // req/s (500, paced over BENCH_AB_CONNECTIONS connections, 32: the shared harness's fixed-rate load; 0 is a closed
 // loop, which the harness runs over 10). Per round and side it prints the p50, the p99, the process's CPU per call
-// (every thread, /proc) and req/s; then the means and in how many rounds B was lower. Rounds alternate because one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than
-// most changes do. Even so, two sidecars of one build drift apart by up to ~9 % over six rounds here (an A/A
+// (every thread, /proc) and req/s; then the means and in how many rounds B was lower. Rounds alternate because
+// one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than most changes do. Even so, two sidecars of one build drift apart by up to ~9 % over six rounds here (an A/A
 // run: the same root twice): run one first, and trust only a difference well beyond it. Run a comparison both ways
 // round (the probe as A, then as B): one probe measured −13.7 % as B and −0.7 % as A (docs/performance.md, "Session 27").
 //

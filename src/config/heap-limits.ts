@@ -75,12 +75,12 @@ const MAX_OLD_GENERATION_MB = 2048;
  * with it, 33 KB in every run without; 1-2 full collections in 8 s instead of 3-6, peak RSS 2.4-4.7 MB lower,
  * CPU a call 4.6-7.8 % lower at 500 req/s (docs/performance.md, "Session 29").
  *
- * `--no-parallel-scavenge`: with one V8 platform thread (SIDECAR_V8_POOL_SIZE), a scavenge hands part of its work
- * to that thread and waits for it: a futex wake and a context switch, and where the scheduler puts a woken thread
- * on the waker's vCPU (as session 34 traced a call's wake-ups on a 2-vCPU VM) no work done beside the main thread.
- * Done by the main thread alone: closed-loop req/s +4.1 and +7.6 % (CPU a call −5.3 and −12.4 %) in two runs of ten
- * alternating rounds in one process, and at 500 req/s the p50 −1.8 %, the p99 −10 % (docs/performance.md,
- * "Session 36").
+ * `--no-parallel-scavenge`: a scavenge is one task instead of one per thread. With one V8 platform thread
+ * (SIDECAR_V8_POOL_SIZE), the default split the work with that thread and waited for it at the end: a futex wake
+ * and a context switch, and where the scheduler puts a woken thread on its waker's vCPU (as session 34 traced a
+ * call's wake-ups on a 2-vCPU VM), little work done beside the main thread. That is our reading; what was measured
+ * is the outcome: closed-loop req/s +4.1 and +7.6 % (CPU a call −5.3 and −12.4 %) in two runs of ten alternating
+ * rounds in one process, and at 500 req/s the p50 −1.8 %, the p99 −10 % (docs/performance.md, "Session 36").
  */
 export const SIDECAR_V8_FLAGS: readonly string[] = ['--liftoff-only', '--no-allocation-site-pretenuring', '--no-parallel-scavenge'];
 
