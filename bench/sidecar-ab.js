@@ -9,9 +9,10 @@
 // req/s (500, paced over BENCH_AB_CONNECTIONS connections, 32: the shared harness's fixed-rate load; 0 is a closed
 // loop, which the harness runs over 10). Per round and side it prints the p50, the p99, the process's CPU per call
 // (every thread, /proc) and req/s; then the means and in how many rounds B was lower. Rounds alternate because
-// one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than most changes do. Even so, two sidecars of one build drift apart by up to ~9 % over six rounds here (an A/A
-// run: the same root twice): run one first, and trust only a difference well beyond it. Run a comparison both ways
-// round (the probe as A, then as B): one probe measured −13.7 % as B and −0.7 % as A (docs/performance.md, "Session 27").
+// one build's p50 moves by ±15 % between rounds on these 2-vCPU VMs, more than most changes do. Even so, two
+// sidecars of one build drift apart by up to ~9 % over six rounds here (an A/A run: the same root twice): run one
+// first, and trust only a difference well beyond it. Run a comparison both ways round (the probe as A, then as
+// B): one probe measured −13.7 % as B and −0.7 % as A (docs/performance.md, "Session 27").
 //
 // BENCH_AB_ENV_A / BENCH_AB_ENV_B: extra environment for one side, as "NAME=value NAME2=value" (no spaces in a
 // value): a setting to compare, or a sizing probe such as GOV_EMBED_DB=:memory:. Needs wrk. Not part of
@@ -67,7 +68,10 @@ async function main() {
       return { pid: s.child.pid, url: `http://127.0.0.1:${proxyPort}/openai/v1/chat/completions` };
     };
     if (TOGGLE !== '') {
-      const one = await start('AB', rootA, { ...envOf(process.env.BENCH_AB_ENV_A), NODE_OPTIONS: `--require=${TOGGLE_PROBE}`, GOV_TOGGLE_FLAGS: TOGGLE, GOV_TOGGLE_STATE: stateFile });
+      const extra = envOf(process.env.BENCH_AB_ENV_A);
+      // The probe joins whatever NODE_OPTIONS the side was given, as startProbedSidecar adds its probe.
+      const nodeOptions = `${extra.NODE_OPTIONS ?? process.env.NODE_OPTIONS ?? ''} --require=${TOGGLE_PROBE}`.trim();
+      const one = await start('AB', rootA, { ...extra, NODE_OPTIONS: nodeOptions, GOV_TOGGLE_FLAGS: TOGGLE, GOV_TOGGLE_STATE: stateFile });
       sides.push({ name: 'A', root: rootA, ...one, flags: 'on', rounds: [] }, { name: 'B', root: rootA, ...one, flags: 'off', rounds: [] });
     } else {
       for (const [name, root, extra] of [['A', rootA, process.env.BENCH_AB_ENV_A], ['B', rootB, process.env.BENCH_AB_ENV_B]]) {
