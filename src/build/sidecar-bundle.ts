@@ -15,13 +15,14 @@ const DIST = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const SIDECAR_BUNDLE_DIR = join(DIST, 'sidecar-bundle');
 
 /**
- * Packages loaded from node_modules at run time rather than bundled: native code (lmdb), code that starts
+ * Packages loaded from node_modules at run time rather than bundled: native code (lmdb, koffi), code that starts
  * worker threads from its own files (pino's transports), packages this code already loads by path through
  * createRequire (undici's dispatchers, libphonenumber-js's metadata), and the server-only packages the
  * sidecar imports only when a setting asks for them (Redis, PostgreSQL, job queues, API docs, telemetry).
  */
 const EXTERNAL = [
   'lmdb',
+  'koffi',
   'pino',
   'undici',
   'libphonenumber-js',

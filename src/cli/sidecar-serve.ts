@@ -4,6 +4,7 @@ import { LAUNCHER_SIZED_ENV } from '../config/heap-limits.js';
 import { loadSettings } from '../config/settings.js';
 import { composeSidecar } from '../compose/sidecar.js';
 import { handOverGeneratedToken } from './generated-token.js';
+import { releaseStartupPages } from '../runtime/startup-pages.js';
 import type { ShutdownLog } from './signals.js';
 
 /** `true` in the sidecar's bundle (build/sidecar-bundle.ts defines it); undeclared in dist/'s modules. */
@@ -33,7 +34,12 @@ export async function serveSidecar(): Promise<ServingSidecar> {
   }
   const { proxyUrl, apiUrl } = urls;
   const log = sc.composed.logger;
-  log.info({ proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId, code: CODE, heap: heapReport() }, 'gov sidecar listening');
+  // Once both ports listen, start-up is over: what it alone touched can go (runtime/startup-pages.ts).
+  const released = settings.proxy?.releaseStartupPages === false ? null : await releaseStartupPages();
+  log.info(
+    { proxy: proxyUrl, api: apiUrl, routes: sc.routes.routes.map((r) => r.prefix), escalate: settings.proxy?.escalate, source: settings.sourceId, code: CODE, heap: heapReport(), startup_pages_released_kb: released?.kb ?? null },
+    'gov sidecar listening',
+  );
   process.stdout.write(`gov sidecar listening on ${apiUrl}\ngov sidecar proxy listening on ${proxyUrl}\n`);
   if (tokenLine !== null) process.stdout.write(tokenLine);
   return { log, close: () => sc.close() };

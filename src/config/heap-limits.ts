@@ -33,6 +33,12 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
     default: '3',
     help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and saves scavenges (6: ~5 MB more peak, half the scavenges)',
   },
+  {
+    name: 'GOV_SIDECAR_RELEASE_STARTUP_PAGES',
+    modes: ['sidecar'],
+    default: 'true',
+    help: 'once both ports listen, drop from the process the pages of the node binary and its libraries that only start-up touched (madvise; they stay in the page cache and map back on use): ~15 MB less peak RSS (docs/proxy.md, "Memory in a pod")',
+  },
 ];
 
 /**

@@ -239,6 +239,8 @@ export interface ProxySettings {
   maxAnswerBytes: number;
   upstreamTimeoutMs: number;
   shutdownGraceMs: number;
+  /** GOV_SIDECAR_RELEASE_STARTUP_PAGES (runtime/startup-pages.ts). */
+  releaseStartupPages: boolean;
 }
 
 export class SettingsError extends Error {}
@@ -420,6 +422,7 @@ function loadProxySettings(
     maxAnswerBytes: parse('GOV_PROXY_MAX_ANSWER_BYTES', z.coerce.number().int().min(1024).max(1024 * 1024 * 1024), get('GOV_PROXY_MAX_ANSWER_BYTES') ?? String(16 * 1024 * 1024)),
     upstreamTimeoutMs: parse('GOV_PROXY_UPSTREAM_TIMEOUT_MS', z.coerce.number().int().min(1).max(86_400_000), get('GOV_PROXY_UPSTREAM_TIMEOUT_MS') ?? '600000'),
     shutdownGraceMs: parse('GOV_PROXY_SHUTDOWN_GRACE_MS', z.coerce.number().int().min(0).max(3_600_000), get('GOV_PROXY_SHUTDOWN_GRACE_MS') ?? '30000'),
+    releaseStartupPages: parse('GOV_SIDECAR_RELEASE_STARTUP_PAGES', bool, get('GOV_SIDECAR_RELEASE_STARTUP_PAGES') ?? 'true'),
   };
 }
 

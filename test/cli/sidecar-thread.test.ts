@@ -43,19 +43,19 @@ async function start(t: Test, env: Record<string, string>, how: 'node' | 'launch
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   // 'close', not 'exit': every line the process wrote has been read by then.
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  const { heap, code } = await new Promise<{ heap: Heap; code: string }>((resolve, reject) => {
+  const { heap, code, startup_pages_released_kb: released } = await new Promise<{ heap: Heap; code: string; startup_pages_released_kb: number | null }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no start line within 15 s: ${out}`)), 15_000);
     const onData = () => {
       const line = out.split('\n').find((l) => l.includes('"msg":"gov sidecar listening"'));
       if (line && /gov sidecar proxy listening on/.test(out)) {
         clearTimeout(timer);
-        resolve(JSON.parse(line) as { heap: Heap; code: string });
+        resolve(JSON.parse(line) as { heap: Heap; code: string; startup_pages_released_kb: number | null });
       }
     };
     child.stdout.on('data', onData);
     void exited.then(() => reject(new Error(`exited early: ${out}`)));
   });
-  return { child, heap, code, exited, out: () => out, proxyUrl: `http://127.0.0.1:${proxyPort}`, apiUrl: `http://127.0.0.1:${apiPort}` };
+  return { child, heap, code, released, exited, out: () => out, proxyUrl: `http://127.0.0.1:${proxyPort}`, apiUrl: `http://127.0.0.1:${apiPort}` };
 }
 
 t.test('by default the sidecar runs in a thread sized from the container\'s memory limit', async (t) => {
@@ -67,6 +67,7 @@ t.test('by default the sidecar runs in a thread sized from the container\'s memo
   t.equal(p.code, 'bundle', 'the thread runs the bundle npm run build wrote (build/sidecar-bundle.ts), not dist/\'s modules');
   t.equal(p.heap.max_old_generation_mb, want.maxOldGenerationSizeMb, 'the cgroup this test runs in decides, as it would in a pod');
   t.equal(p.heap.max_young_generation_mb, YOUNG_GENERATION_MB);
+  t.ok(p.released !== null && p.released > 1024, `start-up's pages released (runtime/startup-pages.ts): ${p.released} kB`);
   p.child.kill('SIGTERM');
   t.equal(await p.exited, 0);
 });
@@ -102,8 +103,9 @@ t.test('GOV_SIDECAR_HEAP_MB and GOV_SIDECAR_YOUNG_MB size the thread; calls are 
 t.test('GOV_SIDECAR_HEAP_MB=0 serves on the main thread with Node\'s own sizing', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'gov-sidecar-thread-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_SIDECAR_HEAP_MB: '0' });
+  const p = await start(t, { GOV_EMBED_DB: join(dir, 'ledger'), GOV_SIDECAR_HEAP_MB: '0', GOV_SIDECAR_RELEASE_STARTUP_PAGES: 'false' });
   t.same({ thread: p.heap.thread, sized_by: p.heap.sized_by }, { thread: false, sized_by: 'node' });
+  t.equal(p.released, null, 'GOV_SIDECAR_RELEASE_STARTUP_PAGES=false keeps them');
   t.equal(p.code, 'bundle', 'the main thread loads the same bundle');
   p.child.kill('SIGTERM');
   t.equal(await p.exited, 0);
@@ -154,6 +156,8 @@ t.test('run as a program, `gov sidecar` starts node with heap flags and serves o
   const environ = readFileSync(`/proc/${p.child.pid}/environ`, 'utf8').split('\0');
   t.ok(environ.includes('MALLOC_ARENA_MAX=2'), 'glibc\'s arenas capped');
   t.ok(environ.includes('MALLOC_MMAP_THRESHOLD_=131072') && environ.includes('MALLOC_TRIM_THRESHOLD_=131072'), 'glibc\'s thresholds fixed');
+  // The pages start-up alone touched were given back before the calls below, which map back what they use.
+  t.ok(p.released !== null && p.released > 1024, `start-up's pages released: ${p.released} kB`);
 
   const ids = await governCalls(t, p.proxyUrl, 10);
   const verify = await fetch(`${p.apiUrl}/v1/audit/chain/verify`, { headers: { authorization: 'Bearer launcher-token' } });

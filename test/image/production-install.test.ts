@@ -201,6 +201,7 @@ t.test('gov sidecar from the image: the generated token goes to the volume, neve
   t.equal(statSync(tokenFile).mode & 0o777, 0o600, 'the token file is 0600');
   t.equal((await fetch(`${api}/v1/auth/check`, { headers: { authorization: `Bearer ${token}` } })).status, 200, 'the token from the file authenticates');
   t.match(sc.out(), /"heap":\{"thread":false,"sized_by":"launcher"/, 'the entrypoint sized the sidecar\'s heap with node flags');
+  t.match(sc.out(), /"startup_pages_released_kb":\d+/, 'koffi\'s prebuilt binary loads from the --ignore-scripts install, so start-up\'s pages go');
   const exit = await sc.stop();
   t.same(exit, { code: 0, signal: null }, `SIGTERM: exit 0 (${sc.out().slice(-500)})`);
   t.notOk(sc.out().includes(token), 'the token is on neither stdout nor stderr');
