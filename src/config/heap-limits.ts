@@ -30,8 +30,8 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
   {
     name: 'GOV_SIDECAR_YOUNG_MB',
     modes: ['sidecar'],
-    default: '3',
-    help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and saves scavenges (6: ~5 MB more peak, half the scavenges)',
+    default: '6',
+    help: 'V8 young generation of the sidecar (two semi-spaces of a third each): larger costs memory and saves scavenges (3: ~3 MB less peak, twice the scavenges)',
   },
   {
     name: 'GOV_SIDECAR_RELEASE_STARTUP_PAGES',
@@ -42,14 +42,14 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
 ];
 
 /**
- * Semi-spaces of 1 MB. Memory first: young generation 6/12/16 MB measured anonymous memory 78/87/93 MB under
- * load, and ~16/10/6 % more CPU per call than Node's defaults (more scavenges, more promoted objects for
- * the old generation's collector); docs/performance.md, "Issue 15: memory, session 12". From 6 to 3 MB
- * (session 22): peak VmHWM in the shared harness 99.9 → 94.1-94.5 MB (100-103 → 96-98 MB in a quick loop),
- * for twice the scavenges (~12 µs of GC pauses a call at 500 req/s), which CPU per call measured whole did
- * not show above noise in four interleaved pairs; at 6 the peak sat on the 100 MB goal.
+ * Semi-spaces of 2 MB. Young generation 6/12/16 MB measured anonymous memory 78/87/93 MB under load, and
+ * ~16/10/6 % more CPU per call than Node's defaults (more scavenges, more promoted objects for the old
+ * generation's collector); docs/performance.md, "Issue 15: memory, session 12". Session 22 went from 6 to
+ * 3 MB because at 6 the peak sat on the 100 MB goal (99.9 MB, against 94.1-94.5 at 3). Session 37 gave the
+ * start-up's file pages back (runtime/startup-pages.ts, peak ~77 MB at 3) and came back to 6: closed-loop
+ * req/s +7.9 % and CPU a call -7.9 % (sidecar-ab both ways round, 8 rounds each), for ~3 MB of peak.
  */
-export const YOUNG_GENERATION_MB = 3;
+export const YOUNG_GENERATION_MB = 6;
 /**
  * Without a container limit the sidecar still sizes itself for the pod issue 15 targets (~100 MB). The cap
  * is a ceiling, not a target: under the shared harness's load anonymous memory measured the same with 48
