@@ -37,7 +37,7 @@ export const HEAP_SETTING_DOCS: Array<{ name: string; modes: Array<'embedded' | 
     name: 'GOV_SIDECAR_RELEASE_STARTUP_PAGES',
     modes: ['sidecar'],
     default: 'true',
-    help: 'once both ports listen, drop from the process the pages of the node binary and its libraries that only start-up touched (madvise; they stay in the page cache and map back on use): ~15 MB less peak RSS (docs/proxy.md, "Memory in a pod")',
+    help: 'once both ports listen, drop from the process the pages of the node binary and its libraries that only start-up touched (madvise; they stay in the page cache and map back on use): 16-20 MB less peak RSS (docs/proxy.md, "Memory in a pod")',
   },
 ];
 
