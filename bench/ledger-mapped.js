@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { newEnvelopeId } from '../dist/ledger/envelope-id.js';
 import { openLmdbStorage } from '../dist/ledger/lmdb.js';
+import { parseSmaps } from '../dist/runtime/startup-pages.js';
 
 const ROWS = Number(process.env.LEDGER_MAPPED_ROWS ?? 200_000);
 const PER_COMMIT = 16;
@@ -35,12 +36,9 @@ try {
     await Promise.all(batch);
   }
   // Resident pages of every mapping of the ledger's data file.
-  let mappedKb = 0;
-  let inData = false;
-  for (const line of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
-    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inData = line.endsWith('/data.mdb');
-    else if (inData && line.startsWith('Rss:')) mappedKb += Number(line.split(/\s+/)[1]);
-  }
+  const mappedKb = parseSmaps(fs.readFileSync('/proc/self/smaps', 'utf8'))
+    .filter((m) => m.path.endsWith('/data.mdb'))
+    .reduce((kb, m) => kb + m.rssKb, 0);
   const fileMb = fs.statSync(path.join(dir, 'data.mdb')).size / 1048576;
   console.log(JSON.stringify({ rows: ROWS, file_mb: Math.round(fileMb), mapped_mb: Math.round(mappedKb / 1024) }));
 } finally {
