@@ -36,7 +36,7 @@ export const INJECTOR_SETTING_DOCS: InjectorSettingDoc[] = [
   { name: 'GOV_INJECTOR_SIDECAR_CPU_REQUEST', default: '100m', help: 'the sidecar\'s CPU request' },
   { name: 'GOV_INJECTOR_SIDECAR_CPU_LIMIT', default: '', help: 'the sidecar\'s CPU limit; unset: none (a throttled sidecar delays every call of the agent)' },
   { name: 'GOV_INJECTOR_SIDECAR_NODE_OPTIONS', default: '(unset)', help: 'NODE_OPTIONS of the sidecar, when set; unset, the sidecar sizes its heap from the container\'s memory limit (GOV_SIDECAR_HEAP_MB, docs/proxy.md)' },
-  { name: 'GOV_INJECTOR_LEDGER_SIZE_LIMIT', default: '1Gi', help: 'sizeLimit of the sidecar ledger\'s emptyDir (about 6.4 KB per governed call, docs/proxy.md)' },
+  { name: 'GOV_INJECTOR_LEDGER_SIZE_LIMIT', default: '1Gi', help: 'sizeLimit of the sidecar ledger\'s emptyDir (about 5.4 KB per governed call, docs/proxy.md)' },
   { name: 'GOV_INJECTOR_SIDECAR_UID', default: '10001', help: 'runAsUser of the sidecar (runAsNonRoot is always set)' },
   { name: 'GOV_INJECTOR_AGENT_ID_KEY', default: 'gov.io/agent-id', help: 'pod annotation, then label, naming the agent (GOV_AGENT_ID); else the pod\'s ServiceAccount' },
   { name: 'GOV_INJECTOR_SKIP_CONTAINERS', default: 'istio-proxy,linkerd-proxy', help: 'containers that never get the base-URL variables (service-mesh proxies)' },

@@ -33,6 +33,18 @@ export const LMDB_DB_NAMES = {
 } as const;
 
 /**
+ * The page size of a new ledger. A row is ~2 KB of JSON with its header and hashes, and LMDB keeps a value
+ * in its leaf page only up to half a page: at the OS's 4 KB a row filled a page of its own (a leaf held one
+ * row, or the row went to an overflow page), so the file took ~4.1 KB a row and a commit copied and wrote a
+ * page a row. At 16 KB a leaf holds six or seven: the file takes ~2.3 KB a row, and putting a row costs the
+ * writing thread about half (lmdb-js, 256-row transactions of 1.9 KB rows: 2.5-3.3 → 1.4-1.5 µs a row). In
+ * the sidecar, where the journal's rows go into LMDB on the serving thread, that took the apply from 31 to
+ * 13 µs a call in the closed loop (docs/performance.md, "Session 38"). 32 and 64 KB gain little more
+ * (1.3 µs, 2.0 KB a row) for four times the bytes each copy-on-write page costs a small transaction.
+ */
+export const LMDB_PAGE_SIZE = 16384;
+
+/**
  * Environment options; every opener of a ledger (adapter, verify worker, tools) passes the same, because
  * lmdb-js shares one environment per path.
  *
@@ -53,8 +65,11 @@ export const LMDB_DB_NAMES = {
  * lmdb-js keeps in one transaction either way, and a kv put is a single write. The write thread still
  * starts at setImmediate after the first write (lmdb-js's write.js, txnStartThreshold path), where the
  * per-turn batch started it.
+ *
+ * pageSize 16 KB (LMDB_PAGE_SIZE), for environments this creates; an existing one keeps the page size in its
+ * meta page, whatever is asked here, and a build without the option opens a 16 KB one as it is.
  */
-export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true, remapChunks: false, eventTurnBatching: false } as const;
+export const LMDB_ENV_OPTIONS = { maxDbs: 12, separateFlushed: true, remapChunks: false, eventTurnBatching: false, pageSize: LMDB_PAGE_SIZE } as const;
 
 /**
  * Meta key: the seq through which the derived databases (envelopes, post_checks, agent_stats) are written.
