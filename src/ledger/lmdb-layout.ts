@@ -34,13 +34,12 @@ export const LMDB_DB_NAMES = {
 
 /**
  * The page size of a new ledger. A row is ~2 KB of JSON with its header and hashes, and LMDB keeps a value
- * in its leaf page only up to half a page: at the OS's 4 KB a row filled a page of its own (a leaf held one
- * row, or the row went to an overflow page), so the file took ~4.1 KB a row and a commit copied and wrote a
- * page a row. At 16 KB a leaf holds six or seven: the file takes ~2.3 KB a row, and putting a row costs the
- * writing thread about half (lmdb-js, 256-row transactions of 1.9 KB rows: 2.5-3.3 → 1.4-1.5 µs a row). In
- * the sidecar, where the journal's rows go into LMDB on the serving thread, that took the apply from 31 to
- * 13 µs a call in the closed loop (docs/performance.md, "Session 38"). 32 and 64 KB gain little more
- * (1.3 µs, 2.0 KB a row) for four times the bytes each copy-on-write page costs a small transaction.
+ * in its leaf page only up to about half a page: at the OS's 4 KB most rows went to an overflow page of their
+ * own, so the file took ~3.9 KB a row and a commit copied and wrote a page a row. At 16 KB a leaf holds six
+ * or seven rows: ~2.7 KB a row in the sidecar's ledger, and appending costs ~19 % less CPU a row (the ledger
+ * alone, at the `process` level; lmdb-js alone: 2.5-3.3 → 1.4-1.5 µs a put). docs/performance.md,
+ * "Session 38". 32 and 64 KB gain little more for four times the bytes each copy-on-write page costs a small
+ * transaction.
  */
 export const LMDB_PAGE_SIZE = 16384;
 

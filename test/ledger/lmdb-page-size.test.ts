@@ -47,8 +47,8 @@ t.test('a new ledger has 16 KB pages, and a leaf page holds several rows', async
   t.equal(tree.pageSize, LMDB_PAGE_SIZE);
   t.equal(LMDB_PAGE_SIZE, 16384);
   t.equal(tree.entryCount, 300, 'an environment opened without the option reads every row');
+  // At 4 KB these rows each take an overflow page of their own.
   t.equal(tree.overflowPages, 0, 'no row went to an overflow page');
-  // At 4 KB a ~2 KB row fills a leaf of its own: 300 leaves.
   t.ok(tree.treeLeafPageCount <= 300 / 4, `${tree.treeLeafPageCount} leaf pages for 300 rows`);
 });
 
