@@ -67,7 +67,8 @@ export async function buildSidecarBundle(outdir = SIDECAR_BUNDLE_DIR): Promise<v
     platform: 'node',
     target: 'node20',
     minify: true,
-    // For NODE_OPTIONS=--enable-source-maps when a trace must be read; never loaded otherwise.
+    // For NODE_OPTIONS=--enable-source-maps when a trace must be read; never loaded otherwise. Once loaded,
+    // the map takes ~32 MB of heap: docs/proxy.md, "Memory in a pod".
     sourcemap: 'linked',
     legalComments: 'none',
     chunkNames: 'chunk-[hash]',

@@ -10,7 +10,7 @@ import t, { type Test } from 'tap';
 import { containerMemoryLimit, heapLimitsFor, sidecarNodeFlags, YOUNG_GENERATION_MB } from '../../src/config/heap-limits.js';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
-import { CLI, freePort, launcherEnv, runCli } from '../helpers/gov-process.js';
+import { asShipped, CLI, freePort, launcherEnv, runCli } from '../helpers/gov-process.js';
 import { openAiCompletion, startMockUpstream } from '../helpers/mock-upstreams.js';
 
 interface Heap {
@@ -35,7 +35,7 @@ async function start(t: Test, env: Record<string, string>, how: 'node' | 'launch
   const childEnv = cleanEnv({ GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort), ...env });
   // The launcher is dist/cli/main.js run as a program, as the image's entrypoint and npm's `gov` run it.
   const child = how === 'node'
-    ? spawn(process.execPath, [CLI, 'sidecar'], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+    ? spawn(...asShipped([CLI, 'sidecar']), { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
     : spawn(CLI, ['sidecar'], { env: launcherEnv(childEnv), stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => void child.kill('SIGKILL'));
   let out = '';

@@ -58,6 +58,17 @@ export interface GovProcess {
 }
 
 /**
+ * The command and arguments that run `node <args>` as the image runs it. tap puts its process-info loader
+ * (@tapjs/processinfo) into the NODE_OPTIONS of every process a test spawns, whatever env the test passes.
+ * The loader turns source maps on, and the first stack trace a sidecar then formats parses its bundle's map:
+ * ~30 MB more live heap in the sidecar thread, where the 64 MB old generation then ran out at shutdown
+ * (docs/performance.md, "Session 38"). `env -u NODE_OPTIONS` drops it between the spawn and node.
+ */
+export function asShipped(args: string[]): [string, string[]] {
+  return ['env', ['-u', 'NODE_OPTIONS', process.execPath, ...args]];
+}
+
+/**
  * `env` for dist/cli/main.js run as a program (the `gov` launcher, as the image's entrypoint and npm's bin
  * run it): its shell preamble execs the node on PATH, this test's node first.
  */
@@ -85,7 +96,7 @@ export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.en
 
 /** Spawns `gov <mode>` and resolves once it prints its listening line; rejects if it exits first or times out. */
 export async function startGovProcess(mode: 'embedded' | 'gateway' | 'sidecar', env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<GovProcess> {
-  const child = spawn(process.execPath, [CLI, mode], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(...asShipped([CLI, mode]), { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout.on('data', (d: Buffer) => {

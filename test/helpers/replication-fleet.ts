@@ -8,7 +8,7 @@ import { openLmdbStorage } from '../../src/ledger/lmdb.js';
 import type { Storage } from '../../src/ledger/port.js';
 import { openPostgresStorage } from '../../src/ledger/postgres.js';
 import { readAuditRow } from '../../src/ledger/row-reader.js';
-import { CLI, freePort, startGovProcess, type GovProcess } from './gov-process.js';
+import { asShipped, CLI, freePort, startGovProcess, type GovProcess } from './gov-process.js';
 import { workedExample } from './gateway.js';
 
 export const SIDECAR_KEY = 'sidecar-ingest-key-0123456789abcdef';
@@ -67,7 +67,7 @@ export interface SidecarProcess {
 export async function startSidecar(dir: string, centralUrl: string, extra: Record<string, string> = {}): Promise<SidecarProcess> {
   const apiPort = await freePort();
   const proxyPort = await freePort();
-  const child = spawn(process.execPath, [CLI, 'sidecar'], {
+  const child = spawn(...asShipped([CLI, 'sidecar']), {
     env: {
       ...cleanEnv(),
       GOV_ENV: 'test',

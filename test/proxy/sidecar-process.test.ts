@@ -8,7 +8,7 @@ import t from 'tap';
 import OpenAI from 'openai';
 import { SETTING_DOCS } from '../../src/config/settings.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
-import { CLI, freePort } from '../helpers/gov-process.js';
+import { asShipped, CLI, freePort } from '../helpers/gov-process.js';
 import { startHttpToolServer } from '../helpers/http-tool-server.js';
 import { openAiCompletion, startMockUpstream, type MockReply } from '../helpers/mock-upstreams.js';
 
@@ -29,7 +29,7 @@ async function startSidecarProcess(env: Record<string, string>): Promise<Started
   const apiPort = await freePort();
   const proxyPort = await freePort();
   const started = performance.now();
-  const child = spawn(process.execPath, [CLI, 'sidecar'], {
+  const child = spawn(...asShipped([CLI, 'sidecar']), {
     env: { ...base, GOV_ENV: 'test', GOV_EMBED_PORT: String(apiPort), GOV_PROXY_PORT: String(proxyPort), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
