@@ -61,7 +61,7 @@ export interface GovProcess {
  * The command and arguments that run `node <args>` as the image runs it. tap puts its process-info loader
  * (@tapjs/processinfo) into the NODE_OPTIONS of every process a test spawns, whatever env the test passes.
  * The loader turns source maps on, and the first stack trace a sidecar then formats parses its bundle's map:
- * ~30 MB more live heap in the sidecar thread, where the 64 MB old generation then ran out at shutdown
+ * ~32 MB more live heap in the sidecar thread, where the 64 MB old generation then ran out at shutdown
  * (docs/performance.md, "Session 38"). `env -u NODE_OPTIONS` drops it between the spawn and node.
  */
 export function asShipped(args: string[]): [string, string[]] {
