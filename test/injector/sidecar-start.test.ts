@@ -12,7 +12,7 @@ import t from 'tap';
 import { loadInjectorSettings } from '../../src/config/injector-settings.js';
 import { reviewAdmission } from '../../src/injector/admission.js';
 import { LEDGER_MOUNT, SIDECAR_NAME } from '../../src/injector/patch.js';
-import { CLI, freePort } from '../helpers/gov-process.js';
+import { asShipped, CLI, freePort } from '../helpers/gov-process.js';
 import { until } from '../helpers/injector.js';
 
 type EnvVar = { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string }; secretKeyRef?: { optional?: boolean } } };
@@ -40,7 +40,9 @@ t.test('the injected sidecar starts from its pod spec and answers on the port th
   env.GOV_EMBED_PORT = String(await freePort());
   t.match(env.GOV_SOURCE_ID, /^sidecar-0b7e1c2a-/, 'the source id carries the pod uid');
 
-  const child = spawn(process.execPath, [CLI, ...sidecar.args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The patch sets no NODE_OPTIONS at the default settings, so none reaches the container; tap's would (asShipped).
+  t.equal(env.NODE_OPTIONS, undefined);
+  const child = spawn(...asShipped([CLI, ...sidecar.args]), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   child.stdout.on('data', (c: Buffer) => (log += c.toString()));
   child.stderr.on('data', (c: Buffer) => (log += c.toString()));
