@@ -88,6 +88,13 @@ async function main() {
       }
     };
     for (const s of sides) await wrk(s.url, { connections: 10, seconds: 3 }, script);
+    // Then the measured load itself, unrecorded, on each side in turn: the first round after a closed loop alone
+    // read high (an A/A-like toggle run on a Zen 5 guest: round 1's A 879 µs against 593-755 in every later round),
+    // which, with A always first in round 1, counted as B's gain.
+    for (const s of sides) {
+      await settle(s);
+      await wrk(s.url, { connections: CONNECTIONS, seconds: 3, rate: RATE }, script);
+    }
     console.log(`A ${rootA}${process.env.BENCH_AB_ENV_A ? ` (${process.env.BENCH_AB_ENV_A})` : ''}`);
     if (TOGGLE !== '') console.log(`B the same process, V8 flags turned off: ${TOGGLE}`);
     else console.log(`B ${rootB}${process.env.BENCH_AB_ENV_B ? ` (${process.env.BENCH_AB_ENV_B})` : ''}`);
