@@ -89,7 +89,7 @@ async function main() {
     };
     for (const s of sides) await wrk(s.url, { connections: 10, seconds: 3 }, script);
     // Then the measured load itself, unrecorded, on each side in turn: the first round after a closed loop alone
-    // read high (an A/A-like toggle run on a Zen 5 guest: round 1's A 879 µs against 593-755 in every later round),
+    // read high (a toggle run on a Zen 5 guest: round 1's A 879 µs against 593-755 in every later round of either side),
     // which, with A always first in round 1, counted as B's gain.
     for (const s of sides) {
       await settle(s);
