@@ -18,7 +18,7 @@ import { LmdbReplicaStore } from './lmdb-replicas.js';
 import { storedRowHash } from './row-format.js';
 import { RowBuilder, validateEntry, type BuiltRow } from './row-builder.js';
 import { checkSourceId, defaultSourceId } from './source-id.js';
-import { journalContinuation, journalPathOf, readJournal, RowJournal, type JournalRow } from './row-journal.js';
+import { JOURNAL_MAP_BYTES, journalContinuation, journalPathOf, readJournal, RowJournal, type JournalRow } from './row-journal.js';
 import { isSeqKey, lastStoredSeq, ledgerDataFile, LMDB_INDEXED_KEY, VERIFY_YIELD_ROWS, walkSegment, type MetaHead } from './lmdb-layout.js';
 import { WriterLock } from './writer-lock.js';
 import type { VerifyWorkerInput, VerifyWorkerMessage } from './lmdb-verify-worker.js';
@@ -137,6 +137,8 @@ export interface LmdbStorageOptions extends StorageOptions {
   indexMaxDelayMs?: number;
   /** See JOURNAL_APPLY_MS (default); Infinity leaves the journal's rows to reads, the row bound and close(). */
   journalApplyMs?: number;
+  /** See JOURNAL_MAP_BYTES (default, row-journal.ts); 0 writes the journal with write(2) instead of mapping it. */
+  journalMapBytes?: number;
 }
 
 /** What a row contributes to the derived databases (envelopes, post_checks, agent_stats). */
@@ -675,6 +677,12 @@ class LmdbLedger implements Ledger {
     if (this.applyFailure !== null) this.applyJournal();
     if (this.applyFailure !== null) return this.failBatch(batch, this.applyFailure);
     const rows = batch.map(journalRowOf);
+    // A mapped journal that this frame would overflow is emptied first, so that it grows only for a batch
+    // larger than all of it.
+    if (!journal.fits(rows) && this.unapplied.length > 0) {
+      this.applyJournal();
+      if (this.applyFailure !== null) return this.failBatch(batch, this.applyFailure);
+    }
     try {
       journal.append(rows);
     } catch (err) {
@@ -1496,7 +1504,7 @@ export async function openLmdbStorage(path: string, opts: LmdbStorageOptions = {
       opts.indexMaxDelayMs ?? INDEX_MAX_DELAY_MS,
       Math.max(1, opts.maxPendingRows ?? DEFAULT_MAX_PENDING_ROWS),
       source,
-      opts.durability === 'commit' ? RowJournal.open(journalPath) : null,
+      opts.durability === 'commit' ? RowJournal.open(journalPath, opts.journalMapBytes ?? JOURNAL_MAP_BYTES) : null,
       opts.journalApplyMs ?? JOURNAL_APPLY_MS,
     );
     const writerLock = lock;

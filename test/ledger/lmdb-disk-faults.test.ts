@@ -141,6 +141,24 @@ t.test('commit: a journal write that fails refuses that batch, leaves no torn fr
   t.same(await again.ledger.head(), { seq: 2, hash: r.next.hash });
 });
 
+t.test('commit: a mapped journal that cannot grow for a large batch refuses that batch, and the ledger goes on from it', needsShim, async (t) => {
+  if ('skip' in shim) return;
+  const dir = tempLedgerDir(t);
+  const run = await runChild(shim.so, 'journal-grow', dir);
+  t.equal(run.code, 0, 'the process survived the failed growth', { stderr: run.stderr });
+  const r = run.report;
+  if (r === null) return t.fail('the child printed its report', { stderr: run.stderr });
+  t.equal(r.faultFired, true, 'the growth\'s write failed');
+  t.match(r.first, { ok: true, seq: 1 });
+  t.ok(r.faultyBatch.length === 20 && r.faultyBatch.every((o: { ok: boolean; code?: string }) => !o.ok && o.code === 'ledger_unavailable'), 'every row of the batch is refused');
+  t.match(r.next, { ok: true, seq: 2, prev_hash: r.first.hash }, 'the next row takes the next seq and links to the last acknowledged one');
+  t.same(r.journalSeqs, [2], 'the journal holds the next row, and nothing of the refused batch');
+  t.match(r.verify, { valid: true, rows_checked: 2 });
+  const again = await openLmdbStorage(dir, { durability: 'commit' });
+  t.teardown(() => again.close());
+  t.same(await again.ledger.head(), { seq: 2, hash: r.next.hash });
+});
+
 t.test('commit: the timer\'s apply whose page write fails keeps its rows; the next apply writes them and the ledger goes on', needsShim, async (t) => {
   if ('skip' in shim) return;
   const dir = tempLedgerDir(t);

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { AuditRow } from '../../src/contracts/audit.js';
 import { openLmdbStorage } from '../../src/ledger/lmdb.js';
-import { journalPathOf, readJournal } from '../../src/ledger/row-journal.js';
+import { journalPathOf, readJournal, RowJournal } from '../../src/ledger/row-journal.js';
 import { openLedgerReader } from '../../src/policy/replay-source.js';
 import { entry, ledgerSuite } from './fixtures/ledger-suite.js';
 import { tempLedgerDir, withRawRows } from './fixtures/lmdb-helpers.js';
@@ -76,7 +76,7 @@ t.test('a batch is acknowledged from the journal; LMDB takes it on the timer, or
     state = await rawState(dir);
   }
   t.same(state, { head: 1, seqs: [1] }, 'written by the timer');
-  t.equal(fs.statSync(journalPathOf(dir)).size, 0, 'and the journal emptied');
+  t.same(readJournal(journalPathOf(dir)), [], 'and the journal emptied');
 
   const idle = await openLmdbStorage(tempLedgerDir(t), { durability: 'commit', journalApplyMs: Infinity });
   t.teardown(() => idle.close());
@@ -122,7 +122,7 @@ t.test('a crash of the process loses no acknowledged row: the next open writes t
   t.teardown(() => storage.close());
   const { ledger } = storage;
   t.same(await rawState(dir), { head: 4, seqs: [1, 2, 3, 4] }, 'the open wrote them');
-  t.equal(fs.statSync(journalPathOf(dir)).size, 0);
+  t.same(readJournal(journalPathOf(dir)), [], 'and emptied the journal');
   t.same(await ledger.verify(), { valid: true, rows_checked: 4, first_invalid_seq: null, head_hash: rows[3].hash });
   for (const r of rows) t.equal((await ledger.get(r.envelope_id))?.hash, r.hash);
   t.equal(await ledger.postCheckOf(rows[1].envelope_id), rows[2].envelope_id, 'the indexes were rebuilt');
@@ -133,7 +133,9 @@ t.test('a crash of the process loses no acknowledged row: the next open writes t
 
 t.test('a frame cut short or damaged ends the journal: whole frames before it are recovered', async (t) => {
   const source = tempLedgerDir(t);
-  const writer = await openLmdbStorage(source, { durability: 'commit', journalApplyMs: Infinity });
+  // Written with write(2), so that the file ends with the last frame (a mapped journal's frames are the same,
+  // followed by zeros).
+  const writer = await openLmdbStorage(source, { durability: 'commit', journalApplyMs: Infinity, journalMapBytes: 0 });
   const rows = [await writer.ledger.append(entry()), await writer.ledger.append(entry()), await writer.ledger.append(entry())];
   // Three frames of one row each, the damage in the last; close() would apply them, so the journal is copied first.
   const frames = fs.readFileSync(journalPathOf(source));
@@ -198,4 +200,70 @@ t.test('gov policy replay reads the journal\'s rows after the LMDB snapshot they
   t.equal(fs.readdirSync(other).filter((f) => f.startsWith('journal.conflict-')).length, 1, 'the foreign journal is moved aside, not written over the chain');
   t.same(await rawState(other), { head: 2, seqs: [1, 2] });
   t.same(await reopened.ledger.verify(), { valid: true, rows_checked: 2, first_invalid_seq: null, head_hash: (await reopened.ledger.head()).hash });
+});
+
+t.test('a mapped journal: frames stored, read back by another process\'s reader, emptied without a stale frame, grown for a large batch and shrunk back', async (t) => {
+  const dir = tempLedgerDir(t);
+  const path = journalPathOf(dir);
+  const mapBytes = 64 << 10;
+  const storage = await openLmdbStorage(dir, { durability: 'commit', journalApplyMs: Infinity, journalMapBytes: mapBytes });
+  t.teardown(() => storage.close());
+  const { ledger } = storage;
+  const small = () => ledger.append(entry({ payload: { request: { input: 'x'.repeat(2000) } } }));
+  const first = [await small(), await small(), await small()];
+  t.equal(fs.statSync(path).size, mapBytes, 'the file is the mapping\'s size from the start');
+  t.same(readJournal(path).map((r) => r.seq), [1, 2, 3], 'three frames, readable while the ledger holds them');
+
+  // A read puts the journal's rows into LMDB and empties it; the next frame, shorter than the three before it,
+  // must not be followed by what is left of them.
+  t.equal((await ledger.get(first[2].envelope_id))?.hash, first[2].hash);
+  t.same(readJournal(path), [], 'emptied by the apply');
+  const fourth = await ledger.append(entry());
+  t.same(readJournal(path).map((r) => r.seq), [4], 'only the new frame reads back, none of the old ones after it');
+
+  // One batch larger than the whole mapping: the journal grows for it, and the reset after the next apply
+  // gives the room back.
+  const big = await Promise.all(Array.from({ length: 40 }, small));
+  const grown = fs.statSync(path).size;
+  t.ok(grown > mapBytes, `grown to ${grown} bytes for a batch of ~80 KB`);
+  t.same(readJournal(path).map((r) => r.seq), big.map((r) => r.seq), 'the frame before it went into LMDB first; the large one is whole');
+  t.same(await ledger.verify(), { valid: true, rows_checked: 44, first_invalid_seq: null, head_hash: big[39].hash });
+  t.equal(fs.statSync(path).size, mapBytes, 'back to the mapping\'s size once emptied');
+  t.same(readJournal(path), []);
+
+  // Frames that overflow what is left of the mapping: the journal is emptied into LMDB first, not grown.
+  for (let i = 0; i < 40; i++) await small();
+  t.equal(fs.statSync(path).size, mapBytes, 'appends one by one never grow it');
+  t.ok(readJournal(path).length < 40, 'LMDB took the earlier frames when the mapping filled');
+  await storage.close();
+  t.equal(fs.statSync(path).size, 0, 'a close with every row in LMDB leaves the journal empty');
+  const again = await openLmdbStorage(dir, { durability: 'commit', journalMapBytes: mapBytes });
+  t.teardown(() => again.close());
+  t.same((await again.ledger.verify()).rows_checked, 84);
+  t.same([fourth.seq, fourth.prev_hash], [4, first[2].hash]);
+});
+
+t.test('a journal opened over frames appends after them, mapped or written; a torn frame after them is cut', async (t) => {
+  const source = tempLedgerDir(t);
+  const writer = await openLmdbStorage(source, { durability: 'commit', journalApplyMs: Infinity, journalMapBytes: 0 });
+  for (let i = 0; i < 3; i++) await writer.ledger.append(entry());
+  const rows = readJournal(journalPathOf(source));
+  await writer.close();
+  for (const mapBytes of [0, 64 << 10]) {
+    const dir = tempLedgerDir(t);
+    fs.mkdirSync(dir, { recursive: true });
+    const path = journalPathOf(dir);
+    const before = RowJournal.open(path, 0);
+    before.append([rows[0]]);
+    before.append([rows[1]]);
+    before.close();
+    const frames = fs.readFileSync(path);
+    fs.appendFileSync(path, frames.subarray(0, 20));
+    const journal = RowJournal.open(path, mapBytes);
+    t.equal(journal.mapped, mapBytes > 0, `mapBytes ${mapBytes}: ${mapBytes > 0 ? 'mapped' : 'written'}`);
+    journal.append([rows[2]]);
+    t.same(readJournal(path).map((r) => [r.seq, r.bytes.toString('hex')]), rows.map((r) => [r.seq, r.bytes.toString('hex')]), `mapBytes ${mapBytes}: the two frames, then the new one in place of the torn one`);
+    journal.close();
+    t.same(readJournal(path).map((r) => r.seq), [1, 2, 3], `mapBytes ${mapBytes}: a close keeps frames LMDB does not hold`);
+  }
 });
