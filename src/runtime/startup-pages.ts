@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { libcFunctions } from '../ledger/libc.js';
 
 /**
  * Gives back the pages of the executable and its libraries that only starting up touched.
@@ -70,15 +71,8 @@ export function releasable(m: Mapping): boolean {
 type Madvise = (addr: bigint, length: number, advice: number) => number;
 
 /** madvise(2) through koffi, or null where it cannot be had (not Linux, or the addon does not load). */
-async function loadMadvise(): Promise<Madvise | null> {
-  if (process.platform !== 'linux') return null;
-  try {
-    const { default: koffi } = await import('koffi');
-    // The process's own symbols: madvise is libc's, which the node binary links (glibc or musl alike).
-    return koffi.load(null).func('int madvise(uintptr_t addr, size_t length, int advice)') as Madvise;
-  } catch {
-    return null;
-  }
+function loadMadvise(): Madvise | null {
+  return libcFunctions<{ madvise: Madvise }>({ madvise: 'int madvise(uintptr_t addr, size_t length, int advice)' })?.fns.madvise ?? null;
 }
 
 /**
@@ -86,7 +80,7 @@ async function loadMadvise(): Promise<Madvise | null> {
  * was released. Safe while other threads run: a page they touch again is mapped back from the page cache.
  */
 export async function releaseStartupPages(smapsPath = '/proc/self/smaps'): Promise<PagesReleased | null> {
-  const madvise = await loadMadvise();
+  const madvise = loadMadvise();
   if (madvise === null) return null;
   let text: string;
   try {
